@@ -1,0 +1,161 @@
+"""The target's `.github/kernelsmith.yml`: which kernels to optimise, their tests, inputs and tolerances.
+
+Validation errors name the file and line, so a maintainer can fix the config without reading our code.
+"""
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from runners.inputs import eval_dim
+from runners.task import ArgSpec, Case, TaskSpec, Tolerance
+
+from .errors import UserError
+
+CONFIG_PATH = ".github/kernelsmith.yml"
+Dtype = Literal["float16", "bfloat16", "float32"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ArgConfig(_Strict):
+    shape: list[int | str] | None = None
+    dtype: str | None = None
+    dist: Literal["normal", "uniform"] = "normal"
+    scale: float = 1.0
+    low: float = -1.0
+    high: float = 1.0
+    value: Any = None
+    when: str | None = None
+
+    @model_validator(mode="after")
+    def _tensor_or_scalar(self):
+        if self.shape is None and "value" not in self.model_fields_set:
+            raise ValueError("an argument needs either `shape` (a tensor) or `value` (a scalar)")
+        if self.shape is not None and "value" in self.model_fields_set:
+            raise ValueError("an argument has `shape` or `value`, not both")
+        return self
+
+
+class ToleranceConfig(_Strict):
+    atol: float = Field(ge=0)
+    rtol: float = Field(ge=0)
+
+
+class KernelConfig(_Strict):
+    path: str
+    entry: str
+    test: str
+    backends: list[Literal["triton"]] = ["triton"]
+    dtypes: list[Dtype] = Field(default_factory=lambda: ["float16"], min_length=1)
+    tolerances: dict[Dtype, ToleranceConfig] = {}
+    written: list[str] = []
+    args: dict[str, ArgConfig] = Field(min_length=1)
+    shapes: list[dict[str, int | bool]] = Field(min_length=1)
+    smoke_shapes: list[dict[str, int | bool]] = []
+
+    @field_validator("path", "test")
+    @classmethod
+    def _relative(cls, v: str) -> str:
+        if v.startswith("/") or ".." in Path(v).parts:
+            raise ValueError("must be a path relative to the repository root")
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        unknown = set(self.written) - set(self.args)
+        if unknown:
+            raise ValueError(f"`written` names arguments that are not in `args`: {sorted(unknown)}")
+        for shapes in (self.shapes, self.smoke_shapes):
+            for symbols in shapes:
+                for name, arg in self.args.items():
+                    if arg.shape is None or (arg.when and not symbols.get(arg.when)):
+                        continue
+                    try:
+                        [eval_dim(d, symbols) for d in arg.shape]
+                    except (KeyError, ValueError, SyntaxError) as exc:
+                        raise ValueError(f"shape {symbols}: argument `{name}`: {exc}") from None
+        return self
+
+
+class Config(_Strict):
+    version: Literal[1] = 1
+    kernels: dict[str, KernelConfig] = Field(min_length=1)
+
+
+def _line_of(node: yaml.Node | None, loc: tuple) -> int | None:
+    """The YAML line of the deepest node on ``loc`` that exists (1-based)."""
+    line = node.start_mark.line + 1 if node else None
+    for key in loc:
+        if isinstance(node, yaml.MappingNode):
+            node = next((v for k, v in node.value if k.value == str(key)), None)
+        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
+            node = node.value[key]
+        else:
+            break
+        if node is None:
+            break
+        line = node.start_mark.line + 1
+    return line
+
+
+def parse_config(text: str, where: str = CONFIG_PATH) -> Config:
+    try:
+        data = yaml.safe_load(text)
+        tree = yaml.compose(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" line {mark.line + 1}" if mark else ""
+        raise UserError(f"{where}{at} is not valid YAML ({getattr(exc, 'problem', exc)})",
+                        "Fix the YAML syntax; the README's 'Config format' section shows a complete example.") from None
+    try:
+        return Config.model_validate(data if data is not None else {})
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors()[:5]:
+            loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and ("[" in p or p.startswith("function-"))))
+            line = _line_of(tree, loc)
+            path = ".".join(map(str, loc)) or "(top level)"
+            problems.append(f"line {line} ({path}): {err['msg']}" if line else f"{path}: {err['msg']}")
+        raise UserError(f"{where} is invalid: " + "; ".join(problems),
+                        "Correct those entries; the README's 'Config format' section lists every key.") from None
+
+
+def load_config(root: Path) -> Config:
+    path = Path(root) / CONFIG_PATH
+    if not path.is_file():
+        raise UserError(f"no {CONFIG_PATH} in {root}",
+                        f"Add one that names the kernels to optimise (see the README's 'Config format', or "
+                        f"examples/tinyserve/{CONFIG_PATH}).")
+    return parse_config(path.read_text(), str(path))
+
+
+def kernel_config(config: Config, name: str, where: Path) -> KernelConfig:
+    if name not in config.kernels:
+        raise UserError(f"kernel `{name}` is not in {where / CONFIG_PATH} (it lists: {', '.join(config.kernels)})",
+                        "Pass one of those names to --kernel, or add an entry for it to the config.")
+    return config.kernels[name]
+
+
+def _cases(shapes: list[dict], dtypes: list[str]) -> list[Case]:
+    return [Case(symbols=dict(s), dtype=d) for s, d in itertools.product(shapes, dtypes)]
+
+
+def task_spec(name: str, kernel: KernelConfig, backend: str) -> TaskSpec:
+    """The task for one backend. On the interpreter, the smoke shapes are searched and bf16 is left out
+    (its arithmetic is wrong there); on a GPU the smoke shapes are held out for the champion's check."""
+    if backend == "interpret":
+        dtypes = [d for d in kernel.dtypes if d != "bfloat16"] or ["float32"]
+        cases, held_out = _cases(kernel.smoke_shapes or kernel.shapes, dtypes), []
+    else:
+        cases, held_out = _cases(kernel.shapes, kernel.dtypes), _cases(kernel.smoke_shapes, kernel.dtypes)
+    args = [ArgSpec(name=n, **a.model_dump()) for n, a in kernel.args.items()]
+    tolerances = {d: Tolerance(t.atol, t.rtol) for d, t in kernel.tolerances.items()}
+    return TaskSpec(kernel=name, module=kernel.path, entry=kernel.entry, args=args, cases=cases,
+                    held_out=held_out, tolerances=tolerances, written=list(kernel.written))

@@ -1,0 +1,1 @@
+"""tinyserve: a tiny serving-engine kernel package (example target repo for kernelsmith)."""

@@ -1,0 +1,88 @@
+"""Correctness: compare a candidate's outputs with the oracle's, element by element.
+
+NaN and Inf must appear in the same places (never a wildcard); floating outputs must satisfy
+``|out - ref| <= atol + rtol * |ref|``; integer and bool outputs must be equal.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .task import Tolerance
+
+
+@dataclass
+class Comparison:
+    ok: bool
+    max_abs_err: float = 0.0
+    err_ratio: float = 0.0  # max over elements of |err| / (atol + rtol*|ref|): at most 1 passes
+    message: str = ""
+
+
+def flatten(out) -> list:
+    """Outputs as a flat list: a tensor, or a tuple/list of tensors and scalars, or None."""
+    if isinstance(out, (tuple, list)):
+        return [x for item in out for x in flatten(item)]
+    return [out]
+
+
+def compare_tensor(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance, what: str) -> Comparison:
+    if not isinstance(out, torch.Tensor):
+        return Comparison(False, message=f"{what}: expected a tensor, got {type(out).__name__}")
+    if out.shape != ref.shape:
+        return Comparison(False, message=f"{what}: shape {tuple(out.shape)} != expected {tuple(ref.shape)}")
+    if out.dtype != ref.dtype:
+        return Comparison(False, message=f"{what}: dtype {out.dtype} != expected {ref.dtype}")
+    out, ref = out.detach().cpu(), ref.detach().cpu()
+    if not ref.dtype.is_floating_point:
+        wrong = int((out != ref).sum())
+        return Comparison(wrong == 0, message="" if not wrong else f"{what}: {wrong} elements differ (exact match required)")
+    o, r = out.double(), ref.double()
+    nan_o, nan_r = torch.isnan(o), torch.isnan(r)
+    if not torch.equal(nan_o, nan_r):
+        return Comparison(False, float("nan"), float("inf"),
+                          f"{what}: NaN in {int(nan_o.sum())} places, expected {int(nan_r.sum())}")
+    inf_o, inf_r = torch.isinf(o), torch.isinf(r)
+    if not torch.equal(inf_o, inf_r) or not torch.equal(o[inf_o], r[inf_r]):
+        return Comparison(False, float("inf"), float("inf"), f"{what}: Inf positions or signs differ")
+    finite = ~(nan_r | inf_r)
+    err = (o - r).abs()[finite]
+    if err.numel() == 0:
+        return Comparison(True)
+    bound = tol.atol + tol.rtol * r.abs()[finite]
+    ratio = err / bound if (bound > 0).all() else torch.where(err == 0, 0.0, float("inf"))
+    worst = float(ratio.max())
+    ok = worst <= 1.0
+    msg = "" if ok else (f"{what}: {int((ratio > 1).sum())} of {err.numel()} elements out of tolerance, "
+                         f"max abs err {float(err.max()):.3g} (atol {tol.atol:g}, rtol {tol.rtol:g})")
+    return Comparison(ok, float(err.max()), worst, msg)
+
+
+def compare_outputs(out, ref, tol: Tolerance) -> Comparison:
+    outs, refs = flatten(out), flatten(ref)
+    if len(outs) != len(refs):
+        return Comparison(False, message=f"returned {len(outs)} outputs, expected {len(refs)}")
+    worst = Comparison(True)
+    for i, (o, r) in enumerate(zip(outs, refs)):
+        if isinstance(r, torch.Tensor):
+            c = compare_tensor(o, r, tol, f"output {i}")
+        elif o != r:
+            c = Comparison(False, message=f"output {i}: {o!r} != expected {r!r}")
+        else:
+            continue
+        if not c.ok:
+            return c
+        if c.err_ratio >= worst.err_ratio:
+            worst = Comparison(True, max(worst.max_abs_err, c.max_abs_err), c.err_ratio)
+    return worst
+
+
+def inputs_unchanged(before: dict, after: dict, written: list[str]) -> str:
+    """Empty string when every input not declared as written is bit-identical after the call."""
+    for name, value in before.items():
+        if name in written or not isinstance(value, torch.Tensor):
+            continue
+        if not torch.equal(value, after[name]):  # harness inputs are finite, so equal is exact
+            return f"input `{name}` was modified, but the spec does not list it as written"
+    return ""

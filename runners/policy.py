@@ -1,0 +1,91 @@
+"""Static policy: reject candidate sources that could fool the evaluator, before any device time is spent.
+
+A candidate runs in the same process as the oracle and the timer, so anything that can reach them (streams,
+threads, timers, the garbage collector, introspection, files, the environment, other modules through
+``sys.modules``) is refused. Imports are allowed only from the baseline's own imports plus a short safe list.
+"""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+from .extract import entry_signature
+
+SAFE_MODULES = {"torch", "triton", "math", "functools", "typing", "__future__", "dataclasses"}
+FORBIDDEN_MODULES = {
+    "os", "sys", "subprocess", "threading", "multiprocessing", "concurrent", "asyncio", "ctypes", "cffi",
+    "gc", "inspect", "time", "timeit", "signal", "socket", "importlib", "builtins", "pickle", "marshal",
+    "shutil", "pathlib", "io", "tempfile", "random", "atexit", "weakref", "runpy", "code",
+}
+FORBIDDEN_CALLS = {"open", "exec", "eval", "compile", "__import__", "globals", "locals", "vars", "breakpoint",
+                   "setattr", "delattr", "input"}
+# Attribute names that reach streams, events, graphs, timers or interpreter internals.
+FORBIDDEN_ATTRS = {
+    "Stream", "stream", "set_stream", "current_stream", "default_stream", "ExternalStream", "Event",
+    "CUDAGraph", "graph", "is_current_stream_capturing", "synchronize", "environ", "getenv", "modules", "perf_counter",
+    "__globals__", "__code__", "__dict__", "__builtins__", "__subclasses__", "__class__", "__bases__",
+    "__closure__", "__loader__", "__spec__", "f_back", "f_globals", "gi_frame",
+}
+
+
+@dataclass
+class PolicyViolation:
+    line: int
+    rule: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"line {self.line}: {self.rule}: {self.detail}"
+
+
+def _top(name: str) -> str:
+    return name.split(".")[0]
+
+
+def allowed_modules(baseline_source: str) -> set[str]:
+    """Top-level modules the baseline imports, minus the forbidden ones, plus the safe list."""
+    mods = set(SAFE_MODULES)
+    for node in ast.walk(ast.parse(baseline_source)):
+        if isinstance(node, ast.Import):
+            mods.update(_top(a.name) for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            mods.add(_top(node.module))
+    return mods - FORBIDDEN_MODULES
+
+
+def check_source(source: str, baseline: str, entry: str) -> list[PolicyViolation]:
+    """Every policy violation in ``source`` (empty list: the candidate may be run)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        return [PolicyViolation(exc.lineno or 0, "syntax", exc.msg)]
+    allowed = allowed_modules(baseline)
+    found: list[PolicyViolation] = []
+
+    def bad(node: ast.AST, rule: str, detail: str) -> None:
+        found.append(PolicyViolation(getattr(node, "lineno", 0), rule, detail))
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if _top(alias.name) not in allowed:
+                    bad(node, "import", f"`import {alias.name}` is not allowed")
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            if _top(node.module or "") not in allowed:
+                bad(node, "import", f"`from {node.module} import ...` is not allowed")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in FORBIDDEN_CALLS:
+            bad(node, "call", f"`{node.func.id}()` is not allowed")
+        elif isinstance(node, ast.Attribute) and node.attr in FORBIDDEN_ATTRS:
+            bad(node, "attribute", f"`.{node.attr}` is not allowed (streams, timers, globals and internals)")
+        elif isinstance(node, ast.Name) and node.id in {"__builtins__", "__loader__", "__spec__"}:
+            bad(node, "name", f"`{node.id}` is not allowed")
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            bad(node, "global", "module-level state written from functions is not allowed (caching across calls)")
+
+    want = entry_signature(baseline, entry)
+    got = entry_signature(source, entry)
+    if got is None:
+        bad(tree, "signature", f"entry function `{entry}` is missing")
+    elif got != want:
+        bad(tree, "signature", f"`{entry}({got})` differs from the baseline's `{entry}({want})`")
+    return found

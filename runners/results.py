@@ -1,0 +1,91 @@
+"""Typed results of an evaluation (plain dataclasses: they cross a process boundary as JSON)."""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+
+# The stages an evaluation goes through, in order; ``Evaluation.stage`` is the one it stopped at.
+STAGES = ("policy", "compile", "correctness", "timing", "plausibility", "done")
+
+
+@dataclass
+class Environment:
+    backend: str
+    device: str
+    driver: str | None = None
+    cuda: str | None = None
+    torch: str = ""
+    triton: str = ""
+    python: str = ""
+    peak_bandwidth_gbs: float | None = None  # measured device-to-device copy, bytes read + written
+
+
+@dataclass
+class CaseResult:
+    case: str
+    correct: bool = False
+    max_abs_err: float = 0.0
+    err_ratio: float = 0.0  # worst |err| / (atol + rtol*|ref|) over trials: <= 1 passes
+    trials: int = 0
+    message: str = ""
+    baseline_us: float | None = None
+    candidate_us: float | None = None
+    baseline_spread: float | None = None  # interquartile range / median
+    candidate_spread: float | None = None
+    baseline_host_us: float | None = None  # Python-side launch cost, never part of the speedup
+    candidate_host_us: float | None = None
+    timing_method: str | None = None  # cuda-graph | cuda-events
+    bytes_moved: int | None = None
+    bandwidth_gbs: float | None = None
+
+    @property
+    def speedup(self) -> float | None:
+        if self.baseline_us and self.candidate_us:
+            return self.baseline_us / self.candidate_us
+        return None
+
+
+@dataclass
+class Evaluation:
+    stage: str = "policy"
+    ok: bool = False  # passed every stage that was asked for
+    timed: bool = False  # device times were measured (never on the interpreter)
+    cases: list[CaseResult] = field(default_factory=list)
+    error: str = ""  # what stopped it, for the log and the next prompt
+    duration_s: float = 0.0
+    env: Environment | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def fitness(self) -> float | None:
+        """Geometric mean of per-case speedups; 0 when incorrect; None when nothing was timed."""
+        if not self.ok:
+            return 0.0
+        speedups = [c.speedup for c in self.cases]
+        if not self.timed or not speedups or any(s is None for s in speedups):
+            return None
+        return math.exp(sum(math.log(s) for s in speedups) / len(speedups))
+
+    @property
+    def feedback(self) -> str:
+        """Short structured feedback: where it stopped and why, or the per-case speedups."""
+        if not self.ok:
+            return f"{self.stage} failed: {self.error}"
+        if not self.timed:
+            return f"correct on {len(self.cases)} cases (not timed)"
+        return "; ".join(f"{c.case}: {c.speedup:.3f}x" for c in self.cases)
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["fitness"] = self.fitness
+        for c, cd in zip(self.cases, d["cases"]):
+            cd["speedup"] = c.speedup
+        return d
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Evaluation":
+        data = {k: v for k, v in data.items() if k != "fitness"}
+        data["cases"] = [CaseResult(**{k: v for k, v in c.items() if k != "speedup"}) for c in data.get("cases", [])]
+        data["env"] = Environment(**data["env"]) if data.get("env") else None
+        return cls(**data)

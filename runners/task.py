@@ -1,0 +1,108 @@
+"""The task bundle: the contract between extraction (bot) and evaluation (runners).
+
+A bundle is a directory::
+
+    task.yaml          what to call, with which inputs, and how close the answer must be
+    baseline/<files>   the kernel module and the local helpers it imports, as in the target repository
+
+There is no reference function: the baseline is the oracle. A candidate replaces the kernel module
+(``TaskSpec.module``) and must compute what the baseline computes, within the dtype's tolerance.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+TASK_FILE = "task.yaml"
+BASELINE_DIR = "baseline"
+
+
+@dataclass
+class Tolerance:
+    atol: float
+    rtol: float
+
+
+# Written down once, used by every comparison. Integer and bool outputs are always compared exactly.
+DEFAULT_TOLERANCES: dict[str, Tolerance] = {
+    "float32": Tolerance(atol=1e-5, rtol=1e-5),
+    "float16": Tolerance(atol=1e-3, rtol=4e-3),
+    "bfloat16": Tolerance(atol=1e-2, rtol=1.6e-2),
+}
+
+
+@dataclass
+class ArgSpec:
+    """One argument of the entry function: a tensor (``shape`` set) or a scalar (``value``)."""
+
+    name: str
+    shape: list[Any] | None = None  # ints, symbols or small expressions ("2*I")
+    dtype: str | None = None  # None: the case's dtype
+    dist: str = "normal"  # normal | uniform
+    scale: float = 1.0
+    low: float = -1.0
+    high: float = 1.0
+    value: Any = None
+    when: str | None = None  # passed only when this case symbol is true
+
+    @property
+    def is_tensor(self) -> bool:
+        return self.shape is not None
+
+
+@dataclass
+class Case:
+    """One concrete call: symbol values (T=1, H=4096, ...) and the dtype of its floating tensors."""
+
+    symbols: dict[str, Any]
+    dtype: str
+
+    @property
+    def id(self) -> str:
+        parts = [f"{k}={v}" if not isinstance(v, bool) else (k if v else f"no-{k}") for k, v in self.symbols.items()]
+        return f"{','.join(parts)}/{self.dtype}"
+
+
+@dataclass
+class TaskSpec:
+    kernel: str
+    module: str  # path of the kernel module inside baseline/ (and inside the target repository)
+    entry: str  # public wrapper function in that module
+    args: list[ArgSpec]
+    cases: list[Case]  # searched and timed
+    held_out: list[Case] = field(default_factory=list)  # only seen by the champion's verification
+    tolerances: dict[str, Tolerance] = field(default_factory=dict)
+    written: list[str] = field(default_factory=list)  # arguments the entry may modify in place
+    files: list[str] = field(default_factory=list)  # module + local helpers, relative paths
+    target_commit: str | None = None
+
+    def tolerance(self, dtype: str) -> Tolerance:
+        return self.tolerances.get(dtype) or DEFAULT_TOLERANCES.get(dtype) or Tolerance(0.0, 0.0)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "TaskSpec":
+        data = dict(data)
+        data["args"] = [ArgSpec(**a) for a in data["args"]]
+        data["cases"] = [Case(**c) for c in data["cases"]]
+        data["held_out"] = [Case(**c) for c in data.get("held_out", [])]
+        data["tolerances"] = {k: Tolerance(**v) for k, v in data.get("tolerances", {}).items()}
+        return cls(**data)
+
+
+def write_task(bundle: Path, spec: TaskSpec) -> None:
+    (bundle / TASK_FILE).write_text(yaml.safe_dump(spec.to_dict(), sort_keys=False))
+
+
+def read_task(bundle: Path) -> TaskSpec:
+    return TaskSpec.from_dict(yaml.safe_load((Path(bundle) / TASK_FILE).read_text()))
+
+
+def baseline_source(bundle: Path, spec: TaskSpec) -> str:
+    return (Path(bundle) / BASELINE_DIR / spec.module).read_text()

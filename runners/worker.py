@@ -1,0 +1,216 @@
+"""The evaluation worker: runs inside a spawned child process (``python -m runners.worker``).
+
+It imports torch and Triton at start (so a spare worker can wait warm), then reads one job as a JSON line
+on stdin, evaluates the candidate against the baseline, and writes the Evaluation as JSON to the private
+pipe named by ``KS_RESULT_FD``. Everything the candidate could tamper with (seeds, oracle outputs, timers)
+lives here, out of its reach: the static policy has already refused sources that reach for them.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+import torch
+import triton
+
+from .compare import compare_outputs, flatten, inputs_unchanged
+from .inputs import clone_inputs, make_inputs
+from .results import CaseResult, Environment, Evaluation
+from .task import BASELINE_DIR, Case, TaskSpec, read_task
+
+MAX_PLAUSIBLE_SPEEDUP = 10.0  # above this the result is quarantined for a human to look at
+
+
+def environment(backend: str) -> Environment:
+    env = Environment(backend=backend, device="cpu (Triton interpreter)", torch=torch.__version__,
+                      triton=triton.__version__, python=platform.python_version())
+    if backend == "triton":
+        env.device = torch.cuda.get_device_name()
+        env.cuda = torch.version.cuda or torch.version.hip
+        try:
+            env.driver = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                                        capture_output=True, text=True, timeout=20).stdout.split("\n")[0].strip() or None
+        except (OSError, subprocess.SubprocessError):
+            env.driver = None
+    return env
+
+
+def materialize(bundle: Path, spec: TaskSpec, dest: Path, package: str, source: str | None) -> str:
+    """Copy baseline/ under a top-level ``package`` (with the kernel module replaced by ``source``).
+
+    Returns the dotted name of the kernel module there.
+    """
+    root = dest / package
+    shutil.copytree(bundle / BASELINE_DIR, root)
+    if source is not None:
+        (root / spec.module).write_text(source)
+    for d in [root, *[p for p in root.rglob("*") if p.is_dir()]]:
+        (d / "__init__.py").touch()
+    return ".".join([package, *Path(spec.module).with_suffix("").parts])
+
+
+def _short_traceback(exc: BaseException, limit: int = 12) -> str:
+    lines = traceback.format_exception(type(exc), exc, exc.__traceback__)
+    text = "".join(lines)
+    tail = text.strip().splitlines()[-limit:]
+    return "\n".join(tail)
+
+
+def _is_compile_error(exc: BaseException) -> bool:
+    return any("Compil" in cls.__name__ for cls in type(exc).__mro__)
+
+
+def _sync(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def _poison_allocator(device: str, nbytes: int) -> None:
+    """Fill memory the caching allocator will hand out next with NaN bytes, so unwritten outputs show."""
+    if device == "cuda":
+        junk = torch.empty(nbytes, dtype=torch.uint8, device=device).fill_(0xFF)
+        del junk
+
+
+def _trial_seed(secret: int, trial: int, case_index: int) -> int:
+    return (secret * 1_000_003 + trial * 7919 + case_index) % (2**63)
+
+
+def check_case(spec: TaskSpec, case: Case, index: int, base_fn, cand_fn, device: str, secret: int,
+               trials: int) -> tuple[CaseResult, str]:
+    """Correctness of one case over ``trials`` fresh inputs. Returns the result and the failing stage."""
+    result = CaseResult(case=case.id)
+    tol = spec.tolerance(case.dtype)
+    for trial in range(trials):
+        inputs = make_inputs(spec.args, case, device, _trial_seed(secret, trial, index))
+        ref_in = clone_inputs(inputs)
+        ref = base_fn(**ref_in)
+        _sync(device)
+        cand_in = clone_inputs(inputs)
+        nbytes = sum(t.numel() * t.element_size() for t in flatten(ref) if isinstance(t, torch.Tensor))
+        _poison_allocator(device, 2 * nbytes + (1 << 20))
+        try:
+            out = cand_fn(**cand_in)
+            _sync(device)
+        except Exception as exc:  # noqa: BLE001 - a candidate may raise anything
+            stage = "compile" if _is_compile_error(exc) else "correctness"
+            result.message = f"raised {type(exc).__name__}:\n{_short_traceback(exc)}"
+            return result, stage
+        written_out = [cand_in[n] for n in spec.written if n in cand_in]
+        written_ref = [ref_in[n] for n in spec.written if n in ref_in]
+        cmp = compare_outputs([out, written_out], [ref, written_ref], tol)
+        changed = inputs_unchanged(inputs, cand_in, spec.written)
+        result.trials = trial + 1
+        result.max_abs_err = max(result.max_abs_err, cmp.max_abs_err)
+        result.err_ratio = max(result.err_ratio, cmp.err_ratio)
+        if not cmp.ok or changed:
+            result.message = f"trial {trial}: {cmp.message or changed}"
+            return result, "correctness"
+    result.correct = True
+    return result, ""
+
+
+def time_case(spec: TaskSpec, case: Case, result: CaseResult, base_fn, cand_fn, secret: int,
+              peak_gbs: float, l2_bytes: int) -> str:
+    """Interleaved device timing of one case; returns a quarantine reason or ''."""
+    from .timing import host_overhead_us, time_interleaved
+
+    inputs = make_inputs(spec.args, case, "cuda", _trial_seed(secret, 10_000, 0))
+    base_in, cand_in = clone_inputs(inputs), clone_inputs(inputs)
+    (tb, tc), (out_b, out_c) = time_interleaved([lambda: base_fn(**base_in), lambda: cand_fn(**cand_in)])
+    # The work that was timed must be the work that is correct: check the outputs of the timed calls.
+    cmp = compare_outputs(out_c, out_b, spec.tolerance(case.dtype))
+    if not cmp.ok:
+        return f"outputs of the timed calls are wrong ({cmp.message})"
+    result.baseline_us, result.candidate_us = tb.median_us, tc.median_us
+    result.baseline_spread, result.candidate_spread = tb.spread, tc.spread
+    result.timing_method = tc.method if tb.method == tc.method else f"{tb.method}/{tc.method}"
+    result.baseline_host_us = host_overhead_us(lambda: base_fn(**base_in))
+    result.candidate_host_us = host_overhead_us(lambda: cand_fn(**cand_in))
+    tensors = [v for v in inputs.values() if isinstance(v, torch.Tensor)]
+    tensors += [t for t in flatten(out_b) if isinstance(t, torch.Tensor)]
+    result.bytes_moved = sum(t.numel() * t.element_size() for t in tensors)
+    result.bandwidth_gbs = result.bytes_moved / (tc.median_us * 1e-6) / 1e9
+    if result.speedup and result.speedup > MAX_PLAUSIBLE_SPEEDUP:
+        return f"{case.id}: speedup {result.speedup:.1f}x is above the plausibility bound {MAX_PLAUSIBLE_SPEEDUP}x"
+    if result.bytes_moved > l2_bytes and result.bandwidth_gbs > 1.1 * peak_gbs:
+        return (f"{case.id}: effective bandwidth {result.bandwidth_gbs:.0f} GB/s is above the measured peak "
+                f"{peak_gbs:.0f} GB/s")
+    return ""
+
+
+def evaluate(job: dict) -> Evaluation:
+    started = time.perf_counter()
+    backend = job["backend"]
+    device = "cuda" if backend == "triton" else "cpu"
+    bundle = Path(job["bundle"])
+    spec = read_task(bundle)
+    ev = Evaluation(stage="compile", env=environment(backend))
+    cases = spec.held_out if job.get("case_set") == "held_out" else spec.cases
+    workdir = Path(tempfile.mkdtemp(prefix="ks-eval-"))
+    try:
+        sys.path.insert(0, str(workdir))
+        base_name = materialize(bundle, spec, workdir, "ks_baseline", None)
+        cand_name = materialize(bundle, spec, workdir, "ks_candidate", job["source"])
+        base_fn = getattr(importlib.import_module(base_name), spec.entry)
+        try:
+            cand_fn = getattr(importlib.import_module(cand_name), spec.entry)
+        except Exception as exc:  # noqa: BLE001
+            ev.error = f"import failed: {type(exc).__name__}: {exc}\n{_short_traceback(exc)}"
+            return ev
+        ev.stage = "correctness"
+        secret = int(job["seed"])
+        for index, case in enumerate(cases):
+            result, failed = check_case(spec, case, index, base_fn, cand_fn, device, secret, int(job["trials"]))
+            ev.cases.append(result)
+            if failed:
+                ev.stage, ev.error = failed, f"{case.id}: {result.message}"
+                return ev
+        if job.get("time") and backend == "triton":
+            from .timing import copy_bandwidth_gbs
+
+            ev.stage = "timing"
+            peak = copy_bandwidth_gbs()
+            ev.env.peak_bandwidth_gbs = peak
+            l2 = torch.cuda.get_device_properties(0).L2_cache_size
+            for case, result in zip(cases, ev.cases):
+                reason = time_case(spec, case, result, base_fn, cand_fn, secret, peak, l2)
+                if reason:
+                    ev.stage, ev.error = "plausibility", f"quarantined: {reason}"
+                    return ev
+            ev.timed = True
+        elif backend != "triton":
+            ev.notes.append("not timed: the Triton CPU interpreter runs kernels as numpy on the host; "
+                            "its times say nothing about GPU speed")
+        ev.stage, ev.ok = "done", True
+        return ev
+    except Exception as exc:  # noqa: BLE001 - the baseline or the harness itself failed
+        ev.error = f"harness error: {type(exc).__name__}: {exc}\n{_short_traceback(exc)}"
+        ev.notes.append("harness-error")
+        return ev
+    finally:
+        ev.duration_s = time.perf_counter() - started
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def main() -> None:
+    result_fd = int(os.environ.pop("KS_RESULT_FD"))
+    line = sys.stdin.readline()
+    if not line:
+        return  # a spare that was never used
+    evaluation = evaluate(json.loads(line))
+    with os.fdopen(result_fd, "w") as out:
+        json.dump(evaluation.to_dict(), out)
+
+
+if __name__ == "__main__":
+    main()
