@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-WARPS = ("1", "2", "4", "8", "16")
+WARPS = ("1", "2", "4", "8", "16", "32")
 STAGES = ("1", "2", "3", "4")
 
 

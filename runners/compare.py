@@ -34,11 +34,11 @@ def compare_tensor(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance, what: s
         return Comparison(False, message=f"{what}: shape {tuple(out.shape)} != expected {tuple(ref.shape)}")
     if out.dtype != ref.dtype:
         return Comparison(False, message=f"{what}: dtype {out.dtype} != expected {ref.dtype}")
-    out, ref = out.detach().cpu(), ref.detach().cpu()
+    out, ref = out.detach(), ref.detach()  # compared where they live: large outputs stay on the device
     if not ref.dtype.is_floating_point:
         wrong = int((out != ref).sum())
         return Comparison(wrong == 0, message="" if not wrong else f"{what}: {wrong} elements differ (exact match required)")
-    o, r = out.double(), ref.double()
+    o, r = out.double(), ref.double().to(out.device)
     nan_o, nan_r = torch.isnan(o), torch.isnan(r)
     if not torch.equal(nan_o, nan_r):
         return Comparison(False, float("nan"), float("inf"),

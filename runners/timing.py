@@ -57,7 +57,7 @@ def graph_runner(fn: Callable[[], object], calls: int, last_out: list) -> Callab
     return graph.replay
 
 
-def calls_per_sample(fn: Callable[[], object], target_us: float = 200.0, max_calls: int = 200) -> int:
+def calls_per_sample(fn: Callable[[], object], target_us: float = 1000.0, max_calls: int = 500) -> int:
     """How many calls make one sample last about ``target_us`` of device time (amortises launch gaps)."""
     fn()
     torch.cuda.synchronize()

@@ -1,0 +1,81 @@
+"""The run's report: the same facts as JSON (report.json) and as the pull-request body (report.md)."""
+from __future__ import annotations
+
+import importlib.resources
+import json
+from collections import Counter
+from pathlib import Path
+
+import jinja2
+
+from evolver.archive import Archive
+from evolver.candidate import Candidate
+from runners.results import Evaluation
+from runners.task import DEFAULT_TOLERANCES, TaskSpec
+
+
+def _env() -> jinja2.Environment:
+    loader = jinja2.FunctionLoader(
+        lambda name: importlib.resources.files("templates").joinpath(name).read_text(encoding="utf-8"))
+    return jinja2.Environment(loader=loader, undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
+                              autoescape=False)
+
+
+def render_markdown(report: dict, template: str = "pr/body.md.j2") -> str:
+    return _env().get_template(template).render(r=report)
+
+
+def failures_by_stage(archive: Archive) -> dict[str, int]:
+    stages = Counter(c.evaluation.stage for c in archive.candidates if c.evaluation and not c.evaluation.ok)
+    return dict(stages.most_common())
+
+
+def case_rows(evaluation: Evaluation) -> list[dict]:
+    return evaluation.to_dict()["cases"]
+
+
+def build_report(*, spec: TaskSpec, backend: str, verdict: str, reason: str, shown: Evaluation,
+                 champion: Candidate | None, changes: list[str], archive: Archive, search: dict,
+                 repo_test: dict | None, baseline_repo_test: dict | None, trials: int, held_out_cases: int,
+                 target: dict, reproduce: str, notes: list[str]) -> dict:
+    """``shown`` is the evaluation whose per-case rows are reported (the champion's verification when there
+    is one, else the best candidate's or the baseline's)."""
+    rows = case_rows(shown)
+    methods = sorted({r["timing_method"] for r in rows if r.get("timing_method")})
+    tolerances = {d: {"atol": spec.tolerance(d).atol, "rtol": spec.tolerance(d).rtol}
+                  for d in sorted({c.dtype for c in spec.cases}) if d in DEFAULT_TOLERANCES or d in spec.tolerances}
+    return {
+        "kernel": spec.kernel,
+        "backend": backend,
+        "verdict": verdict,
+        "reason": reason,
+        "timed": shown.timed,
+        "timing_method": ", ".join(methods) or None,
+        "target": target,
+        "champion": None if champion is None else {
+            "candidate_id": champion.id,
+            "operator": champion.operator,
+            "sha256": champion.sha256,
+            "geomean_speedup": shown.fitness,
+            "changes": changes,
+            "genome": champion.genome,
+        },
+        "cases": rows,
+        "correctness": {
+            "trials": trials,
+            "held_out_cases": held_out_cases,
+            "max_err_ratio": max((r["err_ratio"] for r in rows), default=0.0),
+            "tolerances": tolerances,
+            "repo_test": repo_test,
+            "baseline_repo_test": baseline_repo_test,
+        },
+        "search": {**search, "failures_by_stage": failures_by_stage(archive)},
+        "environment": shown.to_dict()["env"] or {},
+        "reproduce": {"command": reproduce},
+        "notes": notes,
+    }
+
+
+def write_report(out: Path, report: dict) -> None:
+    (out / "report.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
+    (out / "report.md").write_text(render_markdown(report))

@@ -1,0 +1,57 @@
+"""The target checkout: a git repository (or a folder inside one) holding the kernels and their tests."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+import git
+
+from .errors import UserError
+
+
+@dataclass
+class Target:
+    root: Path  # the folder given on the command line (holds .github/kernelsmith.yml)
+    repo: git.Repo
+    prefix: PurePosixPath  # root relative to the repository's top level ('.' when they are the same)
+
+    @property
+    def commit(self) -> str:
+        return self.repo.head.commit.hexsha
+
+    @property
+    def branch(self) -> str | None:
+        return None if self.repo.head.is_detached else self.repo.active_branch.name
+
+    def repo_path(self, rel: str) -> str:
+        """A path relative to ``root`` as a path relative to the repository's top level."""
+        return str(self.prefix / rel) if str(self.prefix) != "." else rel
+
+
+def open_target(path: Path) -> Target:
+    root = Path(path).resolve()
+    if not root.is_dir():
+        raise UserError(f"target {path} does not exist or is not a directory",
+                        "Pass the path of a checkout of the repository whose kernels should be optimised.")
+    try:
+        repo = git.Repo(root, search_parent_directories=True)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        raise UserError(f"target {path} is not inside a git repository",
+                        "kernelsmith verifies and applies changes through git; run `git init && git add -A && "
+                        "git commit -m initial` there first.") from None
+    if not repo.head.is_valid():
+        raise UserError(f"the git repository at {repo.working_tree_dir} has no commits",
+                        "Commit the kernels and their tests first (`git add -A && git commit`).")
+    prefix = PurePosixPath(root.relative_to(Path(repo.working_tree_dir).resolve()).as_posix())
+    return Target(root=root, repo=repo, prefix=prefix)
+
+
+def ensure_committed(target: Target, paths: list[str]) -> None:
+    """The files the run reads must match HEAD: verification and --apply work from the commit."""
+    repo_paths = [target.repo_path(p) for p in paths]
+    dirty = target.repo.git.status("--porcelain", "--", *repo_paths).strip()
+    if dirty:
+        names = ", ".join(line[3:] for line in dirty.splitlines())
+        raise UserError(f"uncommitted changes to {names}",
+                        "kernelsmith evaluates, tests and applies against the committed version; commit or "
+                        "stash those changes and run again.")
