@@ -78,8 +78,13 @@ def build_bundle(root: Path, spec: TaskSpec, bundle: Path) -> TaskSpec:
 
 
 def entry_signature(source: str, entry: str) -> str | None:
-    """The entry function's signature as text, for 'public signature unchanged' checks."""
+    """The entry function's parameters (names, kinds, defaults; annotations ignored) as text, for
+    'public signature unchanged' checks."""
     for node in ast.parse(source).body:
         if isinstance(node, ast.FunctionDef) and node.name == entry:
-            return ast.unparse(node.args)
+            args = node.args
+            for arg in [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]:
+                if arg is not None:
+                    arg.annotation = None
+            return ast.unparse(args)
     return None

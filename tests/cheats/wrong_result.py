@@ -1,0 +1,8 @@
+"""Cheat: close to right, 2% off. Caught by correctness (tolerance)."""
+import torch
+
+
+def rms_norm(hidden_states, weight, eps=1e-6, residual=None):
+    x = hidden_states.float() if residual is None else hidden_states.float() + residual.float()
+    out = (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight.float() * 1.02).to(hidden_states.dtype)
+    return out if residual is None else (out, x.to(hidden_states.dtype))

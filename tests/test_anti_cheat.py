@@ -1,0 +1,63 @@
+"""Every anti-cheat rule has a cheating kernel that it must catch (tests/cheats/), run through the real
+sandbox: a spawned worker, the interpreter, fresh secret seeds."""
+import pytest
+
+from conftest import CHEATS
+from runners.sandbox import Evaluator
+
+
+def test_honest_rewrite_passes(rms_evaluator):
+    ev = rms_evaluator.evaluate((CHEATS / "honest_torch.py").read_text(), seed=11)
+    assert ev.ok, ev.error
+    assert all(c.correct and c.trials == 2 for c in ev.cases)
+    assert not ev.timed and ev.fitness is None  # the interpreter never yields a speed
+
+
+@pytest.mark.parametrize("cheat, stage, words", [
+    ("wrong_result.py", "correctness", "out of tolerance"),
+    ("uninitialised_output.py", "correctness", "output"),
+    ("memoized_output.py", "correctness", "trial 1"),
+    ("modifies_input.py", "correctness", "input `hidden_states` was modified"),
+    ("nan_output.py", "correctness", "NaN"),
+    ("side_stream.py", "policy", "Stream"),
+    ("reads_environment.py", "policy", "import os"),
+    ("calls_baseline.py", "policy", "import sys"),
+    ("patches_timer.py", "policy", ".Event"),
+    ("detects_capture.py", "policy", "is_current_stream_capturing"),
+    ("changed_signature.py", "policy", "eps=0.001"),
+])
+def test_cheat_is_caught(rms_evaluator, cheat, stage, words):
+    ev = rms_evaluator.evaluate((CHEATS / cheat).read_text(), seed=12)
+    assert not ev.ok and ev.fitness == 0.0
+    assert ev.stage == stage, ev.error
+    assert words in ev.error
+
+
+def test_kernel_that_does_not_compile_stops_at_compile(rms_evaluator):
+    broken = rms_evaluator.baseline.replace("tl.rsqrt(", "tl.rsqrtt(")
+    ev = rms_evaluator.evaluate(broken, seed=13)
+    assert ev.stage == "compile" and "rsqrtt" in ev.error
+
+
+def test_import_error_stops_at_compile(rms_evaluator):
+    ev = rms_evaluator.evaluate(rms_evaluator.baseline.replace("from .utils import", "from .utilz import"), seed=1)
+    assert ev.stage == "compile" and "import failed" in ev.error
+
+
+def test_hang_is_killed_by_the_hard_timeout(rms_bundle):
+    with Evaluator(rms_bundle, "interpret", timeout=20, spare=False) as evaluator:
+        worker_pids = []
+        original = evaluator._take_worker
+
+        def spy():
+            worker = original()
+            worker_pids.append(worker.proc.pid)
+            return worker
+
+        evaluator._take_worker = spy
+        ev = evaluator.evaluate((CHEATS / "hangs.py").read_text(), seed=3)
+    assert ev.stage == "timeout" and "killed after 20 s" in ev.error
+    import os
+    for pid in worker_pids:  # the whole process group is gone
+        with pytest.raises(ProcessLookupError):
+            os.killpg(pid, 0)

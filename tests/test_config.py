@@ -1,0 +1,76 @@
+import pytest
+
+from bot.config import CONFIG_PATH, load_config, parse_config, task_spec
+from bot.errors import UserError
+from conftest import EXAMPLE
+
+VALID = """\
+version: 1
+kernels:
+  norm:
+    path: pkg/norm.py
+    entry: norm
+    test: tests/test_norm.py
+    dtypes: [float16, bfloat16]
+    args:
+      x: {shape: [T, "2*H"]}
+      w: {shape: [H], dtype: float32}
+      eps: {value: 1.0e-6}
+      r: {shape: [T, "2*H"], when: residual}
+    shapes:
+      - {T: 1, H: 64}
+      - {T: 8, H: 64, residual: true}
+    smoke_shapes:
+      - {T: 2, H: 8}
+"""
+
+
+def test_example_config_loads_every_kernel():
+    config = load_config(EXAMPLE)
+    assert set(config.kernels) == {"rms_norm", "silu_and_mul", "apply_rotary_pos_emb", "softmax"}
+    for kernel in config.kernels.values():
+        assert (EXAMPLE / kernel.path).is_file() and (EXAMPLE / kernel.test).is_file()
+
+
+def test_gpu_task_holds_out_the_smoke_shapes():
+    spec = task_spec("norm", parse_config(VALID).kernels["norm"], "triton")
+    assert [c.id for c in spec.cases] == ["T=1,H=64/float16", "T=1,H=64/bfloat16",
+                                          "T=8,H=64,residual/float16", "T=8,H=64,residual/bfloat16"]
+    assert [c.id for c in spec.held_out] == ["T=2,H=8/float16", "T=2,H=8/bfloat16"]
+
+
+def test_interpreter_task_searches_smoke_shapes_without_bf16():
+    spec = task_spec("norm", parse_config(VALID).kernels["norm"], "interpret")
+    assert [c.id for c in spec.cases] == ["T=2,H=8/float16"]
+    assert spec.held_out == []
+
+
+@pytest.mark.parametrize("edit, line, words", [
+    (("dtypes: [float16, bfloat16]", "dtypes: [float8]"), 7, "float16"),
+    (("entry: norm", "entry: norm\n    entyr: norm"), 6, "Extra inputs"),
+    (("{T: 1, H: 64}", "{T: 1}"), 4, "shape symbol 'H'"),
+    (("eps: {value: 1.0e-6}", "eps: {}"), 11, "either `shape`"),
+    (("version: 1", "version: 2"), 1, "version"),
+], ids=["bad-dtype", "unknown-key", "unbound-symbol", "arg-without-shape-or-value", "version"])
+def test_invalid_config_names_the_line(edit, line, words):
+    with pytest.raises(UserError) as err:
+        parse_config(VALID.replace(*edit))
+    assert f"line {line}" in str(err.value)
+    assert words in str(err.value)
+    assert "README" in err.value.fix
+
+
+def test_yaml_syntax_error_names_the_line():
+    with pytest.raises(UserError, match=r"line 5 is not valid YAML \(mapping values"):
+        parse_config(VALID.replace("entry: norm", "entry: norm: again"))
+
+
+def test_missing_config_says_how_to_add_one(tmp_path):
+    with pytest.raises(UserError) as err:
+        load_config(tmp_path)
+    assert CONFIG_PATH in err.value.cause and "Add one" in err.value.fix
+
+
+def test_written_must_name_an_argument():
+    with pytest.raises(UserError, match="written"):
+        parse_config(VALID.replace("    args:", "    written: [out]\n    args:"))
