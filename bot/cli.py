@@ -62,7 +62,7 @@ def optimize(
         with Progress(*columns, console=console) as progress:
             result = run(opts, RichProgress(progress))
     except UserError as exc:
-        console.print(f"[bold red]error:[/] {exc}", highlight=False)
+        console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
         raise typer.Exit(code=2) from None
     console.print(f"[bold]{result.verdict.replace('_', ' ')}[/]: {result.report['reason'] or 'see the report'}",
                   highlight=False)
@@ -79,7 +79,7 @@ def list_kernels(target: Path = typer.Argument(..., help="Checkout of the target
     try:
         config = load_config(target)
     except UserError as exc:
-        console.print(f"[bold red]error:[/] {exc}", highlight=False)
+        console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
         raise typer.Exit(code=2) from None
     for name, k in config.kernels.items():
         typer.echo(f"{name}\t{k.path}:{k.entry}\ttest {k.test}\t{len(k.shapes)} shapes x {len(k.dtypes)} dtypes")

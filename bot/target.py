@@ -51,7 +51,7 @@ def ensure_committed(target: Target, paths: list[str]) -> None:
     repo_paths = [target.repo_path(p) for p in paths]
     dirty = target.repo.git.status("--porcelain", "--", *repo_paths).strip()
     if dirty:
-        names = ", ".join(line[3:] for line in dirty.splitlines())
+        names = ", ".join(line.split(maxsplit=1)[-1] for line in dirty.splitlines())
         raise UserError(f"uncommitted changes to {names}",
                         "kernelsmith evaluates, tests and applies against the committed version; commit or "
                         "stash those changes and run again.")

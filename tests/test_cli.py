@@ -1,0 +1,118 @@
+"""`kernelsmith optimize` end to end, as a user runs it: a subprocess on a real git checkout."""
+import json
+import subprocess
+import sys
+
+import git
+import pytest
+import torch
+
+from conftest import ROOT, commit_all
+
+MODULE = "tinyserve/kernels/rms_norm.py"
+
+
+def kernelsmith(*args, cwd=ROOT):
+    proc = subprocess.run([sys.executable, "-m", "bot.cli", *map(str, args)], cwd=cwd, capture_output=True,
+                          text=True, timeout=600)
+    proc.message = " ".join(proc.stderr.split())  # what the user reads, whatever the terminal width
+    return proc
+
+
+def snapshot(path):
+    repo = git.Repo(path)
+    return (repo.head.commit.hexsha, sorted(h.name for h in repo.heads), repo.git.status("--porcelain"),
+            repo.git.worktree("list").count("\n"))
+
+
+def test_help_reads_well():
+    out = kernelsmith("--help").stdout + kernelsmith("optimize", "--help").stdout
+    for words in ("optimize", "kernels", "--budget", "--backend", "--apply", "interpret"):
+        assert words in out
+
+
+def test_optimize_on_the_cpu_interpreter(example_repo, tmp_path):
+    before = snapshot(example_repo)
+    out = tmp_path / "run"
+    proc = kernelsmith("optimize", example_repo, "--kernel", "rms_norm", "--budget", 3, "--out", out, "--seed", 1,
+                       "--apply")
+    assert proc.returncode == 0, proc.stderr
+    assert "not timed" in proc.stderr and "3/3" in proc.stderr  # the progress bar's last state
+    report = json.loads((out / "report.json").read_text())
+    assert report["verdict"] == "not_timed" and report["champion"] is None
+    assert report["search"]["evaluated"] == 3 and report["search"]["seed"] == 1
+    assert report["correctness"]["baseline_repo_test"]["passed"] is True
+    assert report["environment"]["backend"] == "interpret"
+    assert any("--apply did nothing" in n for n in report["notes"])
+    md = (out / "report.md").read_text()
+    assert "No speed was measured" in md and "--seed 1" in md
+    rows = (out / "candidates.jsonl").read_text().splitlines()
+    assert len(rows) == 4 and json.loads(rows[0])["operator"] == "baseline"
+    assert "verdict: not_timed" in (out / "run.log").read_text()
+    assert (out / "bundle/task.yaml").is_file()
+    assert snapshot(example_repo) == before  # no branch, no commit, no stray files
+
+
+def _remove_config(repo_path):
+    (repo_path / ".github/kernelsmith.yml").unlink()
+
+
+def _break_config(repo_path):
+    path = repo_path / ".github/kernelsmith.yml"
+    path.write_text(path.read_text().replace("entry: rms_norm", "entry: rms_norm\n    budget: 3"))
+
+
+def _break_kernel(repo_path):
+    path = repo_path / MODULE
+    path.write_text(path.read_text().replace("tl.rsqrt(", "tl.rsqrtt("))
+
+
+def _break_test(repo_path):
+    path = repo_path / "tests/test_rms_norm.py"
+    path.write_text(path.read_text() + "\n\ndef test_already_broken():\n    assert 1 == 2\n")
+
+
+@pytest.mark.parametrize("damage, args, cause, fix", [
+    (_remove_config, [], "no .github/kernelsmith.yml", "Add one"),
+    (_break_config, [], "line 6 (kernels.rms_norm.budget): Extra inputs", "Correct those entries"),
+    (None, ["--kernel", "nope"], "kernel `nope` is not in", "rms_norm, silu_and_mul"),
+    (_break_kernel, [], "does not compile or run", "Fix the kernel"),
+    (_break_test, [], "test fails before any change", "Make the test pass"),
+], ids=["missing-config", "invalid-config", "unknown-kernel", "kernel-does-not-compile", "test-fails-before"])
+def test_bad_input_gets_one_clear_error(example_repo, tmp_path, damage, args, cause, fix):
+    if damage:
+        damage(example_repo)
+        commit_all(git.Repo(example_repo), "damage")
+    before = snapshot(example_repo)
+    proc = kernelsmith("optimize", example_repo, *(args or ["--kernel", "rms_norm"]), "--budget", 2,
+                       "--out", tmp_path / "run", "--apply")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "error:" in proc.message and cause in proc.message and fix in proc.message
+    assert "Traceback" not in proc.stderr
+    assert snapshot(example_repo) == before
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the error under test needs a machine without a GPU")
+def test_triton_backend_without_gpu(example_repo, tmp_path):
+    proc = kernelsmith("optimize", example_repo, "--kernel", "rms_norm", "--backend", "triton",
+                       "--out", tmp_path / "run")
+    assert proc.returncode == 2
+    assert "needs a CUDA GPU" in proc.message and "--backend interpret" in proc.message
+    assert not (tmp_path / "run").exists()
+
+
+def test_uncommitted_kernel_and_existing_output_are_refused(example_repo, tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "report.json").write_text("{}")
+    proc = kernelsmith("optimize", example_repo, "--kernel", "rms_norm", "--out", out)
+    assert proc.returncode == 2 and "already holds files" in proc.message
+    assert (out / "report.json").read_text() == "{}"  # nothing lost
+    (example_repo / MODULE).write_text((example_repo / MODULE).read_text() + "\n# wip\n")
+    proc = kernelsmith("optimize", example_repo, "--kernel", "rms_norm", "--out", tmp_path / "other")
+    assert proc.returncode == 2 and "uncommitted changes" in proc.message
+
+
+def test_target_must_be_a_git_checkout(tmp_path):
+    proc = kernelsmith("optimize", tmp_path, "--kernel", "rms_norm", "--out", tmp_path / "run")
+    assert proc.returncode == 2 and "not inside a git repository" in proc.message and "git init" in proc.message
