@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass, field
 
 # The stages an evaluation goes through, in order; ``Evaluation.stage`` is the one it stopped at.
-STAGES = ("policy", "compile", "correctness", "timing", "plausibility", "done")
+STAGES = ("policy", "compile", "correctness", "timing", "plausibility", "done")  # or: timeout, crashed
 
 
 @dataclass

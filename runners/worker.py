@@ -121,8 +121,8 @@ def check_case(spec: TaskSpec, case: Case, index: int, base_fn, cand_fn, device:
 
 
 def time_case(spec: TaskSpec, case: Case, result: CaseResult, base_fn, cand_fn, secret: int,
-              peak_gbs: float, l2_bytes: int) -> str:
-    """Interleaved device timing of one case; returns a quarantine reason or ''."""
+              peak_gbs: float, l2_bytes: int) -> tuple[str, str]:
+    """Interleaved device timing of one case; returns (failed stage, reason), or ('', '')."""
     from .timing import host_overhead_us, time_interleaved
 
     inputs = make_inputs(spec.args, case, "cuda", _trial_seed(secret, 10_000, 0))
@@ -131,7 +131,7 @@ def time_case(spec: TaskSpec, case: Case, result: CaseResult, base_fn, cand_fn, 
     # The work that was timed must be the work that is correct: check the outputs of the timed calls.
     cmp = compare_outputs(out_c, out_b, spec.tolerance(case.dtype))
     if not cmp.ok:
-        return f"outputs of the timed calls are wrong ({cmp.message})"
+        return "timing", f"{case.id}: outputs of the timed calls are wrong ({cmp.message})"
     result.baseline_us, result.candidate_us = tb.median_us, tc.median_us
     result.baseline_spread, result.candidate_spread = tb.spread, tc.spread
     result.timing_method = tc.method if tb.method == tc.method else f"{tb.method}/{tc.method}"
@@ -141,7 +141,8 @@ def time_case(spec: TaskSpec, case: Case, result: CaseResult, base_fn, cand_fn, 
     tensors += [t for t in flatten(out_b) if isinstance(t, torch.Tensor)]
     result.bytes_moved = sum(t.numel() * t.element_size() for t in tensors)
     result.bandwidth_gbs = result.bytes_moved / (tc.median_us * 1e-6) / 1e9
-    return implausible(result, peak_gbs, l2_bytes)
+    reason = implausible(result, peak_gbs, l2_bytes)
+    return ("plausibility", f"quarantined: {reason}") if reason else ("", "")
 
 
 def implausible(result: CaseResult, peak_gbs: float, l2_bytes: int,
@@ -194,9 +195,15 @@ def evaluate(job: dict) -> Evaluation:
             ev.env.peak_bandwidth_gbs = peak
             l2 = torch.cuda.get_device_properties(0).L2_cache_size
             for case, result in zip(cases, ev.cases):
-                reason = time_case(spec, case, result, base_fn, cand_fn, secret, peak, l2)
-                if reason:
-                    ev.stage, ev.error = "plausibility", f"quarantined: {reason}"
+                failed, reason = time_case(spec, case, result, base_fn, cand_fn, secret, peak, l2)
+                if failed:
+                    ev.stage, ev.error = failed, reason
+                    return ev
+            # A candidate that behaves while checked and cuts corners once the calls pile up is caught here.
+            for index, case in enumerate(cases):
+                again, failed = check_case(spec, case, index, base_fn, cand_fn, device, secret + 1, 1)
+                if failed:
+                    ev.stage, ev.error = "timing", f"{case.id}: wrong after timing: {again.message}"
                     return ev
             ev.timed = True
         elif backend != "triton":

@@ -38,7 +38,7 @@ def test_baseline_against_itself_times_near_one(gpu_evaluator):
     ("memoized_output.py", "correctness"),
     ("modifies_input.py", "correctness"),
     ("nan_output.py", "correctness"),
-    ("lazy_after_warmup.py", "plausibility"),
+    ("lazy_after_warmup.py", "timing"),
 ])
 def test_cheats_are_caught_on_the_gpu(gpu_evaluator, cheat, stage):
     ev = gpu_evaluator.evaluate((CHEATS / cheat).read_text(), seed=2)
