@@ -122,7 +122,8 @@ def _record(out: Path, candidate: Candidate) -> None:
 
 def _reproduce_command(opts: OptimizeOptions, backend: str, seed: int) -> str:
     parts = ["kernelsmith", "optimize", str(opts.target), "--kernel", opts.kernel, "--backend", backend,
-             "--budget", str(opts.budget), "--seed", str(seed), "--out", str(opts.out)]
+             "--budget", str(opts.budget), "--seed", str(seed), "--min-speedup", str(opts.min_speedup),
+             "--out", str(opts.out)]
     return shlex.join(parts)
 
 
@@ -261,7 +262,7 @@ def optimize(opts: OptimizeOptions, progress: Progress | None = None) -> Optimiz
             held_out_cases=len(spec.held_out) if champion else 0,
             target={"root": str(target.root), "commit": target.commit, "module": spec.module, "test": kernel.test,
                     "branch": target.branch},
-            reproduce=_reproduce_command(opts, backend, seed), notes=notes)
+            reproduce=_reproduce_command(opts, backend, seed), notes=notes, min_speedup=opts.min_speedup)
         report["run"] = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "seed": seed}
         applied = None
         if opts.apply and champion:

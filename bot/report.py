@@ -37,13 +37,16 @@ def case_rows(evaluation: Evaluation) -> list[dict]:
 def build_report(*, spec: TaskSpec, backend: str, verdict: str, reason: str, shown: Evaluation,
                  champion: Candidate | None, changes: list[str], archive: Archive, search: dict,
                  repo_test: dict | None, baseline_repo_test: dict | None, trials: int, held_out_cases: int,
-                 target: dict, reproduce: str, notes: list[str]) -> dict:
+                 target: dict, reproduce: str, notes: list[str], min_speedup: float = 1.03) -> dict:
     """``shown`` is the evaluation whose per-case rows are reported (the champion's verification when there
     is one, else the best candidate's or the baseline's)."""
     rows = case_rows(shown)
     methods = sorted({r["timing_method"] for r in rows if r.get("timing_method")})
     tolerances = {d: {"atol": spec.tolerance(d).atol, "rtol": spec.tolerance(d).rtol}
                   for d in sorted({c.dtype for c in spec.cases}) if d in DEFAULT_TOLERANCES or d in spec.tolerances}
+    # A geometric mean can hide cases that got slower; a reviewer must see them (2% is within timing noise).
+    regressions = [{"case": r["case"], "speedup": r["speedup"]} for r in rows
+                   if r.get("speedup") is not None and r["speedup"] < 0.98]
     return {
         "kernel": spec.kernel,
         "backend": backend,
@@ -61,6 +64,8 @@ def build_report(*, spec: TaskSpec, backend: str, verdict: str, reason: str, sho
             "genome": champion.genome,
         },
         "cases": rows,
+        "min_speedup": min_speedup,
+        "regressions": sorted(regressions, key=lambda r: r["speedup"]),
         "correctness": {
             "trials": trials,
             "held_out_cases": held_out_cases,

@@ -40,7 +40,7 @@ def test_improved_report_shows_measured_numbers():
     r = report("improved", shown, champion)
     md = render_markdown(r)
     assert abs(r["champion"]["geomean_speedup"] - (1.25 * 1.1) ** 0.5) < 1e-9
-    assert "**1.173× faster**" in md
+    assert "**1.173× faster**" in md and "the bar was 1.03×" in md and "Slower on" not in md
     assert "| `T=1/float16` | 10.00 | 8.00 | 1.250× | 1.0% / 2.0% | 30.0 / 29.0 | 0.25 |" in md
     assert "num_warps 4 -> 8" in md and "2 held-out cases" in md
     assert "with the change: `python -m pytest -q t.py` → **passed**" in md
@@ -50,6 +50,8 @@ def test_improved_report_shows_measured_numbers():
 def test_no_improvement_and_not_timed_reports_say_so():
     md = render_markdown(report("no_improvement", timed_eval([1.01, 0.99]), reason="No candidate beat 1.03x."))
     assert "**No improvement found.** No candidate beat 1.03x." in md and "not proposed" in md
+    assert "**Slower on 1 of 2 cases**: `T=64/float16` 0.950×" in render_markdown(
+        report("improved", timed_eval([1.2, 0.95]), Candidate(3, "src", "tuner", evaluation=timed_eval([1.2, 0.95]))))
     untimed = Evaluation(stage="done", ok=True, cases=[CaseResult("T=1/float16", correct=True, trials=3)],
                          env=Environment(backend="interpret", device="cpu (Triton interpreter)"))
     md = render_markdown(report("not_timed", untimed, reason="The interpreter measures no speed."))
