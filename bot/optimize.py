@@ -151,131 +151,168 @@ def _verify(evaluator: Evaluator, champion: Candidate, spec, min_speedup: float,
     return check, "", test_dict
 
 
-def optimize(opts: OptimizeOptions, progress: Progress | None = None) -> OptimizeResult:
-    progress = progress or NoProgress()
-    # Cheap checks first, so that bad input fails in seconds and nothing is written anywhere.
+@dataclass
+class _Job:
+    """What the cheap checks established, before anything is written."""
+
+    target: object
+    kernel: object
+    backend: str
+    spec: object
+    seed: int
+    out: Path
+
+
+def _preflight(opts: OptimizeOptions) -> _Job:
+    """Every check that needs no worker: bad input fails here in seconds, and nothing is written anywhere."""
     target = open_target(opts.target)
-    config = load_config(target.root)
-    kernel = kernel_config(config, opts.kernel, target.root)
+    kernel = kernel_config(load_config(target.root), opts.kernel, target.root)
     if not (target.root / kernel.test).exists():
         raise UserError(f"the test {kernel.test} named for `{opts.kernel}` does not exist in {target.root}",
                         "Fix `test:` in .github/kernelsmith.yml to point at the pytest file for this kernel.")
+    if not (target.root / kernel.path).is_file():
+        raise UserError(f"the module {kernel.path} named for `{opts.kernel}` does not exist in {target.root}",
+                        "Fix `path:` in .github/kernelsmith.yml (relative to the repository root).")
     backend = resolve_backend(opts.backend)
-    branch = branch_name(opts.kernel, backend)
     if opts.apply:
-        ensure_branch_free(target, branch)
-    out = Path(opts.out).resolve()
-    spec = task_spec(opts.kernel, kernel, backend)
-    spec.target_commit = target.commit
-    seed = opts.seed if opts.seed is not None else secrets.randbits(31)
-    rng = random.Random(seed)
+        ensure_branch_free(target, branch_name(opts.kernel, backend))
     try:
-        files = local_imports(target.root, spec.module) if (target.root / spec.module).is_file() else None
+        files = local_imports(target.root, kernel.path)
     except ExtractionError as exc:
         raise UserError(f"cannot extract kernel `{opts.kernel}`: {exc}",
                         "Keep the kernel module and its local helpers importable with relative imports.") from None
-    if files is None:
-        raise UserError(f"the module {spec.module} named for `{opts.kernel}` does not exist in {target.root}",
-                        "Fix `path:` in .github/kernelsmith.yml (relative to the repository root).")
     ensure_committed(target, [*files, kernel.test])
+    spec = task_spec(opts.kernel, kernel, backend)
+    spec.target_commit = target.commit
+    seed = opts.seed if opts.seed is not None else secrets.randbits(31)
+    return _Job(target, kernel, backend, spec, seed, Path(opts.out).resolve())
 
-    _prepare_out(out, opts.overwrite)
-    handler = _log_to(out)
+
+def _check_baseline(job: _Job, evaluator: Evaluator, progress: Progress) -> tuple[Candidate, dict]:
+    """The kernel must run as it is, and the repository's test must pass before any change."""
+    progress.stage("checking the baseline kernel")
+    baseline = Candidate(id=0, source=evaluator.baseline, operator="baseline")
+    baseline.evaluation = evaluator.evaluate(baseline.source, secrets.randbits(62))
+    if not baseline.evaluation.ok:
+        raise UserError(
+            f"the kernel `{job.spec.kernel}` does not compile or run as it is in {job.kernel.path} "
+            f"(stage {baseline.evaluation.stage}): {baseline.evaluation.error.strip()}",
+            "Fix the kernel (or the `args`/`shapes` in .github/kernelsmith.yml) so that it runs, then try again.")
+    progress.stage("running the repository's test before any change")
+    before = run_test_with_source(job.target, job.spec.module, None, job.kernel.test, job.backend)
+    if not before.passed:
+        raise UserError(f"the repository's own test fails before any change: `{before.command}` in "
+                        f"{job.target.root} exited {before.returncode}:\n{before.output_tail}",
+                        "Make the test pass on the unmodified code first; kernelsmith only proposes "
+                        "changes that keep a passing test passing.")
+    return baseline, dataclasses.asdict(before)
+
+
+@dataclass
+class _Decision:
+    verdict: str
+    reason: str
+    shown: Evaluation  # whose per-case rows the report shows
+    shown_kind: str  # champion | best_candidate | baseline
+    champion: Candidate | None = None
+    repo_test: dict | None = None
+
+
+def _decide(job: _Job, opts: OptimizeOptions, archive: Archive, evaluator: Evaluator,
+            progress: Progress) -> _Decision:
+    baseline, best = archive.candidates[0], archive.best()
+    if job.backend == "interpret":
+        return _Decision("not_timed", NOT_TIMED, baseline.evaluation, "baseline")
+    if best is None or best.id == 0 or (best.fitness or 0) < opts.min_speedup:
+        reason = (f"No candidate beat the baseline by the required {opts.min_speedup:.2f}x "
+                  f"(best: {best.fitness:.3f}x)." if best else "No candidate could be timed.")
+        kind = "best_candidate" if best and best.id != 0 else "baseline"
+        return _Decision("no_improvement", reason, best.evaluation if best else baseline.evaluation, kind)
+    progress.stage("verifying the champion")
+    check, failure, repo_test = _verify(evaluator, best, job.spec, opts.min_speedup, opts.trials, job.target,
+                                        job.kernel, job.backend)
+    shown = check if check and check.cases else best.evaluation
+    if failure:
+        return _Decision("no_improvement", f"A candidate looked faster, but {failure}", shown, "best_candidate",
+                         repo_test=repo_test)
+    return _Decision("improved", "", shown, "champion", champion=best, repo_test=repo_test)
+
+
+NOT_TIMED = ("The Triton CPU interpreter (`--backend interpret`) runs kernels as numpy on the host, so its times "
+             "say nothing about GPU speed; this run checked correctness only. Run with `--backend triton` on a "
+             "GPU to search for speed.")
+
+
+def _write_champion(job: _Job, baseline: Candidate, champion: Candidate) -> None:
+    module = job.spec.module
+    (job.out / "champion").mkdir(exist_ok=True)
+    (job.out / "champion" / Path(module).name).write_text(champion.source)
+    path = job.target.repo_path(module)
+    diff = difflib.unified_diff(baseline.source.splitlines(True), champion.source.splitlines(True),
+                                f"a/{path}", f"b/{path}")
+    (job.out / "champion.diff").write_text("".join(diff))
+
+
+def optimize(opts: OptimizeOptions, progress: Progress | None = None) -> OptimizeResult:
+    progress = progress or NoProgress()
+    job = _preflight(opts)
+    _prepare_out(job.out, opts.overwrite)
+    handler = _log_to(job.out)
     try:
         progress.stage("extracting the task bundle")
-        build_bundle(target.root, spec, out / "bundle")
-        log.info("job kernel=%s backend=%s budget=%d seed=%d target=%s@%s", opts.kernel, backend, opts.budget,
-                 seed, target.root, target.commit)
-
-        with Evaluator(out / "bundle", backend, timeout=opts.timeout, trials=opts.trials) as evaluator:
-            progress.stage("checking the baseline kernel")
-            baseline = Candidate(id=0, source=evaluator.baseline, operator="baseline")
-            baseline.evaluation = evaluator.evaluate(baseline.source, secrets.randbits(62))
-            if not baseline.evaluation.ok:
-                raise UserError(
-                    f"the kernel `{opts.kernel}` does not compile or run as it is in {kernel.path} "
-                    f"(stage {baseline.evaluation.stage}): {baseline.evaluation.error.strip()}",
-                    "Fix the kernel (or the `args`/`shapes` in .github/kernelsmith.yml) so that it runs, then try again.")
-            progress.stage("running the repository's test before any change")
-            before = run_test_with_source(target, spec.module, None, kernel.test, backend)
-            if not before.passed:
-                raise UserError(f"the repository's own test fails before any change: `{before.command}` in "
-                                f"{target.root} exited {before.returncode}:\n{before.output_tail}",
-                                "Make the test pass on the unmodified code first; kernelsmith only proposes "
-                                "changes that keep a passing test passing.")
+        build_bundle(job.target.root, job.spec, job.out / "bundle")
+        log.info("job kernel=%s backend=%s budget=%d seed=%d target=%s@%s", opts.kernel, job.backend,
+                 opts.budget, job.seed, job.target.root, job.target.commit)
+        with Evaluator(job.out / "bundle", job.backend, timeout=opts.timeout, trials=opts.trials) as evaluator:
+            baseline, before = _check_baseline(job, evaluator, progress)
             archive = Archive()
             archive.add(baseline)
-            _record(out, baseline)
-
+            _record(job.out, baseline)
             tuner = LaunchTuner(baseline.source)
             log.info("tuner knobs: %s", [k.key for k in tuner.knobs])
             progress.search_started(opts.budget)
 
-            def evaluate(candidate: Candidate) -> Evaluation:
-                return evaluator.evaluate(candidate.source, secrets.randbits(62))
-
             def on_result(candidate: Candidate) -> None:
-                _record(out, candidate)
+                _record(job.out, candidate)
                 best = archive.best()
                 progress.candidate_done(candidate, best.fitness if best else None, archive.failures)
 
-            summary = evolve(archive, tuner, evaluate, opts.budget, rng, on_result)
-            best = archive.best()
-            search = {"budget": opts.budget, "evaluated": summary.evaluated, "failures": summary.failures,
-                      "duplicates_rejected": summary.duplicates_rejected, "exhausted": summary.exhausted,
-                      "best_fitness": best.fitness if best else None, "seed": seed,
-                      "knobs": [k.key for k in tuner.knobs]}
+            summary = evolve(archive, tuner, lambda c: evaluator.evaluate(c.source, secrets.randbits(62)),
+                             opts.budget, random.Random(job.seed), on_result)
+            decision = _decide(job, opts, archive, evaluator, progress)
 
-            champion, shown, repo_test, notes = None, baseline.evaluation, None, []
-            if backend == "interpret":
-                verdict = "not_timed"
-                reason = ("The Triton CPU interpreter (`--backend interpret`) runs kernels as numpy on the host, "
-                          "so its times say nothing about GPU speed; this run checked correctness only. Run with "
-                          "`--backend triton` on a GPU to search for speed.")
-            elif best is None or best.id == 0 or (best.fitness or 0) < opts.min_speedup:
-                verdict = "no_improvement"
-                shown = best.evaluation if best else baseline.evaluation
-                reason = (f"No candidate beat the baseline by the required {opts.min_speedup:.2f}x "
-                          f"(best: {best.fitness:.3f}x)." if best else "No candidate could be timed.")
-            else:
-                progress.stage("verifying the champion")
-                check, failure, repo_test = _verify(evaluator, best, spec, opts.min_speedup, opts.trials,
-                                                    target, kernel, backend)
-                shown = check if check and check.cases else best.evaluation
-                if failure:
-                    verdict, reason = "no_improvement", f"A candidate looked faster, but {failure}"
-                else:
-                    verdict, reason, champion = "improved", "", best
-
+        best = archive.best()
+        champion = decision.champion
         changes = tuner.describe(champion.genome) if champion else []
         if champion:
-            module_name = Path(spec.module).name
-            (out / "champion").mkdir(exist_ok=True)
-            (out / "champion" / module_name).write_text(champion.source)
-            diff = difflib.unified_diff(baseline.source.splitlines(True), champion.source.splitlines(True),
-                                        f"a/{target.repo_path(spec.module)}", f"b/{target.repo_path(spec.module)}")
-            (out / "champion.diff").write_text("".join(diff))
+            _write_champion(job, baseline, champion)
         report = build_report(
-            spec=spec, backend=backend, verdict=verdict, reason=reason, shown=shown, champion=champion,
-            changes=changes, archive=archive, search=search, repo_test=repo_test,
-            baseline_repo_test=dataclasses.asdict(before), trials=opts.trials,
-            held_out_cases=len(spec.held_out) if champion else 0,
-            target={"root": str(target.root), "commit": target.commit, "module": spec.module, "test": kernel.test,
-                    "branch": target.branch},
-            reproduce=_reproduce_command(opts, backend, seed), notes=notes, min_speedup=opts.min_speedup)
-        report["run"] = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "seed": seed}
+            spec=job.spec, backend=job.backend, verdict=decision.verdict, reason=decision.reason,
+            shown=decision.shown, champion=champion, changes=changes, archive=archive,
+            search={"budget": opts.budget, "evaluated": summary.evaluated, "failures": summary.failures,
+                    "duplicates_rejected": summary.duplicates_rejected, "exhausted": summary.exhausted,
+                    "best_fitness": best.fitness if best else None, "seed": job.seed,
+                    "knobs": [k.key for k in tuner.knobs]},
+            repo_test=decision.repo_test, baseline_repo_test=before, trials=opts.trials,
+            held_out_cases=len(job.spec.held_out) if champion else 0,
+            target={"root": str(job.target.root), "commit": job.target.commit, "module": job.spec.module,
+                    "test": job.kernel.test, "branch": job.target.branch},
+            reproduce=_reproduce_command(opts, job.backend, job.seed), notes=[], min_speedup=opts.min_speedup,
+            shown_kind=decision.shown_kind)
+        report["run"] = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "seed": job.seed}
         applied = None
         if opts.apply and champion:
-            first = f"kernelsmith: {opts.kernel} {report['champion']['geomean_speedup']:.2f}x faster on {backend}"
-            applied = apply_champion(target, branch, spec.module, champion.source,
-                                     first + "\n\n" + "\n".join(f"- {c}" for c in changes) + "\n")
+            branch = branch_name(opts.kernel, job.backend)
+            title = f"kernelsmith: {opts.kernel} {report['champion']['geomean_speedup']:.2f}x faster on {job.backend}"
+            applied = apply_champion(job.target, branch, job.spec.module, champion.source,
+                                     title + "\n\n" + "".join(f"- {c}\n" for c in changes))
             report["applied"] = {"branch": branch, "commit": applied}
             log.info("applied on branch %s as %s", branch, applied)
         elif opts.apply:
             report["notes"].append("--apply did nothing: there is no verified improvement to commit.")
-        write_report(out, report)
-        log.info("verdict: %s %s", verdict, reason)
-        return OptimizeResult(verdict=verdict, report=report, out=out, applied_commit=applied)
+        write_report(job.out, report)
+        log.info("verdict: %s %s", decision.verdict, decision.reason)
+        return OptimizeResult(verdict=decision.verdict, report=report, out=job.out, applied_commit=applied)
     finally:
         log.removeHandler(handler)
         handler.close()

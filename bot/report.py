@@ -37,9 +37,10 @@ def case_rows(evaluation: Evaluation) -> list[dict]:
 def build_report(*, spec: TaskSpec, backend: str, verdict: str, reason: str, shown: Evaluation,
                  champion: Candidate | None, changes: list[str], archive: Archive, search: dict,
                  repo_test: dict | None, baseline_repo_test: dict | None, trials: int, held_out_cases: int,
-                 target: dict, reproduce: str, notes: list[str], min_speedup: float = 1.03) -> dict:
-    """``shown`` is the evaluation whose per-case rows are reported (the champion's verification when there
-    is one, else the best candidate's or the baseline's)."""
+                 target: dict, reproduce: str, notes: list[str], min_speedup: float = 1.03,
+                 shown_kind: str = "baseline") -> dict:
+    """``shown`` is the evaluation whose per-case rows are reported; ``shown_kind`` says whose it is:
+    champion (its verification), best_candidate, or baseline (timed against itself)."""
     rows = case_rows(shown)
     methods = sorted({r["timing_method"] for r in rows if r.get("timing_method")})
     tolerances = {d: {"atol": spec.tolerance(d).atol, "rtol": spec.tolerance(d).rtol}
@@ -53,6 +54,7 @@ def build_report(*, spec: TaskSpec, backend: str, verdict: str, reason: str, sho
         "verdict": verdict,
         "reason": reason,
         "timed": shown.timed,
+        "shown": shown_kind,
         "timing_method": ", ".join(methods) or None,
         "target": target,
         "champion": None if champion is None else {

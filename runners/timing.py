@@ -125,8 +125,10 @@ def copy_bandwidth_gbs(nbytes: int = 1 << 30) -> float:
     """Measured device-to-device copy bandwidth (bytes read + written per second), the plausibility ceiling."""
     src = torch.empty(nbytes // 2, dtype=torch.uint8, device="cuda")
     dst = torch.empty_like(src)
-    dst.copy_(src)
-    ms = statistics.median(_events_ms(lambda: dst.copy_(src)) for _ in range(10))
-    del src, dst
-    torch.cuda.empty_cache()
+
+    def copy() -> None:
+        dst.copy_(src)
+
+    copy()
+    ms = statistics.median([_events_ms(copy) for _ in range(10)])
     return nbytes / (ms * 1e-3) / 1e9

@@ -18,7 +18,7 @@ def timed_eval(speedups):
     return Evaluation(stage="done", ok=True, timed=True, cases=cases, env=ENV)
 
 
-def report(verdict, shown, champion=None, reason=""):
+def report(verdict, shown, champion=None, reason="", shown_kind="best_candidate"):
     archive = Archive()
     failed = Candidate(1, "x = 1", "tuner", evaluation=Evaluation(stage="compile", error="boom"))
     archive.add(failed)
@@ -31,7 +31,7 @@ def report(verdict, shown, champion=None, reason=""):
                         repo_test=test if champion else None, baseline_repo_test={**test, "with_champion": False},
                         trials=5, held_out_cases=2 if champion else 0,
                         target={"commit": "a" * 40, "module": SPEC.module}, reproduce="kernelsmith optimize x",
-                        notes=[])
+                        notes=[], shown_kind=shown_kind)
 
 
 def test_improved_report_shows_measured_numbers():
@@ -48,8 +48,11 @@ def test_improved_report_shows_measured_numbers():
 
 
 def test_no_improvement_and_not_timed_reports_say_so():
-    md = render_markdown(report("no_improvement", timed_eval([1.01, 0.99]), reason="No candidate beat 1.03x."))
+    r = report("no_improvement", timed_eval([1.01, 0.99]), reason="No candidate beat 1.03x.")
+    md = render_markdown(r)
     assert "**No improvement found.** No candidate beat 1.03x." in md and "not proposed" in md
+    assert "baseline timed against itself" in render_markdown(
+        report("no_improvement", timed_eval([1.0, 1.0]), reason="-", shown_kind="baseline"))
     assert "**Slower on 1 of 2 cases**: `T=64/float16` 0.950×" in render_markdown(
         report("improved", timed_eval([1.2, 0.95]), Candidate(3, "src", "tuner", evaluation=timed_eval([1.2, 0.95]))))
     untimed = Evaluation(stage="done", ok=True, cases=[CaseResult("T=1/float16", correct=True, trials=3)],
