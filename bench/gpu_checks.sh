@@ -11,7 +11,7 @@ if [ -d .whl ]; then
 fi
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 mkdir -p "$DEST"
-python3 -m pytest -q -m gpu tests/test_gpu.py -p no:cacheprovider 2>&1 | tee "$DEST/gpu-tests.txt" | tail -n 30
+python3 -m pytest -v -m gpu tests/test_gpu.py -p no:cacheprovider 2>&1 | tee "$DEST/gpu-tests.txt" | tail -n 30
 work=$(mktemp -d)
 cp -r examples/tinyserve "$work/tinyserve"
 (cd "$work/tinyserve" && git init -q -b main && git add -A && git -c user.name=ci -c user.email=ci@localhost commit -qm baseline)

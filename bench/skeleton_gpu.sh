@@ -18,9 +18,10 @@ work=$(mktemp -d)
 cp -r examples/tinyserve "$work/tinyserve"
 (cd "$work/tinyserve" && git init -q && git add -A && git -c user.name=ci -c user.email=ci@localhost commit -qm baseline) || exit 1
 mkdir -p "$DEST"
-for k in $KERNELS; do
-  python3 -m bot.cli optimize "$work/tinyserve" --kernel "$k" --backend triton --budget "$BUDGET" \
-    --out "$DEST/$k" --overwrite 2>&1 | grep -v '━' | tail -n 25
+DEST=$(realpath "$DEST")
+for k in $KERNELS; do  # from inside the checkout, so that the reports' reproduce commands read `optimize .`
+  (cd "$work/tinyserve" && python3 -m bot.cli optimize . --kernel "$k" --backend triton --budget "$BUDGET" \
+    --out "$DEST/$k" --overwrite 2>&1 | grep -v '━' | tail -n 25)
 done
 python3 bench/summarize_runs.py "$DEST" | tee "$DEST/summary.md"
 tar czf "$DEST/runs.tar.gz" --exclude=bundle -C "$DEST" $KERNELS summary.md

@@ -12,7 +12,7 @@ from .errors import UserError
 app = typer.Typer(
     help="Find faster GPU kernels in a repository by evolutionary search, verify them, and propose them.",
     no_args_is_help=True, add_completion=False, pretty_exceptions_show_locals=False)
-console = Console(stderr=True)
+console = Console(stderr=True, log_path=False)
 
 
 class RichProgress:
@@ -65,7 +65,7 @@ def optimize(
         console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
         raise typer.Exit(code=2) from None
     console.print(f"[bold]{result.verdict.replace('_', ' ')}[/]: {result.report['reason'] or 'see the report'}",
-                  highlight=False)
+                  highlight=False, soft_wrap=True)
     if result.applied_commit:
         console.print(f"committed {result.applied_commit[:12]} on branch {result.report['applied']['branch']}")
     console.print(f"report: {result.out / 'report.md'}")

@@ -122,8 +122,7 @@ def _record(out: Path, candidate: Candidate) -> None:
 
 def _reproduce_command(opts: OptimizeOptions, backend: str, seed: int) -> str:
     parts = ["kernelsmith", "optimize", str(opts.target), "--kernel", opts.kernel, "--backend", backend,
-             "--budget", str(opts.budget), "--seed", str(seed), "--min-speedup", str(opts.min_speedup),
-             "--out", str(opts.out)]
+             "--budget", str(opts.budget), "--seed", str(seed), "--min-speedup", str(opts.min_speedup)]
     return shlex.join(parts)
 
 
