@@ -3,15 +3,8 @@ import torch
 import torch.nn.functional as F
 
 from tinyserve.kernels.activation import silu_and_mul
+from dtypes import DTYPES, ON_CUDA, TOLS
 
-ON_CUDA = torch.cuda.is_available()
-
-DTYPES = [torch.float16, torch.float32] + ([torch.bfloat16] if ON_CUDA else [])
-TOLS = {
-    torch.float32: dict(atol=1e-5, rtol=1e-5),
-    torch.float16: dict(atol=1e-3, rtol=4e-3),
-    torch.bfloat16: dict(atol=1e-2, rtol=1.6e-2),
-}
 
 # (rows, intermediate size I); x has last dim 2*I
 SHAPES = [(1, 64), (4, 160), (7, 100), (16, 1030), (2, 3, 48)]

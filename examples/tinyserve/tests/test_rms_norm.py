@@ -2,16 +2,8 @@ import pytest
 import torch
 
 from tinyserve.kernels.rms_norm import rms_norm
+from dtypes import DTYPES, ON_CUDA, TOLS
 
-ON_CUDA = torch.cuda.is_available()
-
-# bfloat16 is tested on CUDA only (the CPU interpreter path is kept to fp16/fp32).
-DTYPES = [torch.float16, torch.float32] + ([torch.bfloat16] if ON_CUDA else [])
-TOLS = {
-    torch.float32: dict(atol=1e-5, rtol=1e-5),
-    torch.float16: dict(atol=1e-3, rtol=4e-3),
-    torch.bfloat16: dict(atol=1e-2, rtol=1.6e-2),
-}
 
 SHAPES = [(1, 64), (3, 96), (7, 256), (16, 128), (33, 500), (2, 3, 64)]
 if ON_CUDA:

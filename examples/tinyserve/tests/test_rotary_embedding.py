@@ -2,15 +2,8 @@ import pytest
 import torch
 
 from tinyserve.kernels.rotary_embedding import apply_rotary_pos_emb
+from dtypes import DTYPES, ON_CUDA, TOLS
 
-ON_CUDA = torch.cuda.is_available()
-
-DTYPES = [torch.float16, torch.float32] + ([torch.bfloat16] if ON_CUDA else [])
-TOLS = {
-    torch.float32: dict(atol=1e-5, rtol=1e-5),
-    torch.float16: dict(atol=1e-3, rtol=4e-3),
-    torch.bfloat16: dict(atol=1e-2, rtol=1.6e-2),
-}
 
 # (T, HQ, HK, D)
 SHAPES = [(1, 4, 2, 32), (5, 4, 2, 32), (7, 2, 4, 64), (13, 3, 1, 16), (16, 8, 8, 128)]

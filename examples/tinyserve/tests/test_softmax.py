@@ -2,15 +2,8 @@ import pytest
 import torch
 
 from tinyserve.kernels.softmax import softmax
+from dtypes import DTYPES, ON_CUDA, TOLS
 
-ON_CUDA = torch.cuda.is_available()
-
-DTYPES = [torch.float16, torch.float32] + ([torch.bfloat16] if ON_CUDA else [])
-TOLS = {
-    torch.float32: dict(atol=1e-6, rtol=1e-5),
-    torch.float16: dict(atol=1e-3, rtol=4e-3),
-    torch.bfloat16: dict(atol=1e-2, rtol=1.6e-2),
-}
 
 # (M, N)
 SHAPES = [(1, 1), (1, 128), (6, 200), (8, 1000), (31, 77), (64, 512)]
