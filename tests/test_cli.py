@@ -116,3 +116,13 @@ def test_uncommitted_kernel_and_existing_output_are_refused(example_repo, tmp_pa
 def test_target_must_be_a_git_checkout(tmp_path):
     proc = kernelsmith("optimize", tmp_path, "--kernel", "rms_norm", "--out", tmp_path / "run")
     assert proc.returncode == 2 and "not inside a git repository" in proc.message and "git init" in proc.message
+
+
+def test_kernels_lists_the_config():
+    proc = kernelsmith("kernels", "examples/tinyserve")
+    assert proc.returncode == 0
+    names = [line.split("\t")[0] for line in proc.stdout.splitlines()]
+    assert names == ["rms_norm", "silu_and_mul", "apply_rotary_pos_emb", "softmax"]
+    assert "tinyserve/kernels/rms_norm.py:rms_norm" in proc.stdout
+    bad = kernelsmith("kernels", "tests")
+    assert bad.returncode == 2 and "no .github/kernelsmith.yml" in bad.message
