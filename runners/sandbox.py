@@ -6,9 +6,12 @@ group is killed. Verdicts come back over a private pipe, never over stdout, whic
 """
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import re
+import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -38,6 +41,16 @@ def scrubbed_env(backend: str) -> dict[str, str]:
     return env
 
 
+_LIBC = ctypes.CDLL(None) if sys.platform.startswith("linux") else None  # loaded here: no imports after fork
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: be killed when kernelsmith dies (its own session escapes the group kill)."""
+    if _LIBC is not None:
+        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
 class _Worker:
     def __init__(self, backend: str, log_dir: Path):
         read_fd, write_fd = os.pipe()
@@ -47,6 +60,7 @@ class _Worker:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "runners.worker"], stdin=subprocess.PIPE, stdout=self.log,
             stderr=subprocess.STDOUT, env=env, pass_fds=(write_fd,), start_new_session=True, cwd=log_dir,
+            preexec_fn=_die_with_parent,
         )
         os.close(write_fd)
         self._chunks: list[bytes] = []
@@ -73,7 +87,14 @@ class _Worker:
         if not raw:
             return Evaluation(stage="crashed", error=f"worker exited with code {self.proc.returncode} and no "
                                                     f"verdict; last output:\n{self.output_tail()}")
-        return Evaluation.from_dict(json.loads(raw))
+        try:
+            verdict = json.loads(raw)
+            if verdict.get("token") != job["token"]:
+                raise ValueError("the verdict does not carry this job's token")
+            return Evaluation.from_dict(verdict["evaluation"])
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            return Evaluation(stage="crashed", error=f"unreadable or forged verdict ({exc}); worker exited with "
+                                                    f"code {self.proc.returncode}")
 
     def output_tail(self, lines: int = 20) -> str:
         self.log.flush()
@@ -119,7 +140,8 @@ class Evaluator:
         if violations:
             return Evaluation(stage="policy", error="; ".join(map(str, violations)))
         job = {"bundle": str(self.bundle), "source": source, "seed": seed, "trials": trials or self.trials,
-               "backend": self.backend, "time": time_it, "case_set": case_set}
+               "backend": self.backend, "time": time_it, "case_set": case_set, "token": secrets.token_hex(16),
+               "workdir": str(self._log_dir)}
         worker = self._take_worker()
         try:
             result = worker.run(job, self.timeout)
@@ -133,6 +155,7 @@ class Evaluator:
         if self._spare:
             self._spare.close()
             self._spare = None
+        shutil.rmtree(self._log_dir, ignore_errors=True)  # worker logs and the work folders of killed workers
 
     def __enter__(self) -> "Evaluator":
         return self

@@ -19,8 +19,14 @@ import torch
 class Timing:
     median_us: float
     spread: float  # interquartile range / median
-    method: str
+    method: str  # cuda-graph | cuda-events
     samples: int
+    run: Callable[[], None]  # one more sample: a graph replay, or one direct call
+    holder: list  # holder[0]: the outputs of the last timed call
+
+    @property
+    def outputs(self):
+        return self.holder[0]
 
 
 def _events_ms(run: Callable[[], None]) -> float:
@@ -84,41 +90,45 @@ def _stats(samples: list[float]) -> tuple[float, float]:
     return med, (q[2] - q[0]) / med if med else 0.0
 
 
-def time_interleaved(fns: list[Callable[[], object]], min_rounds: int = 10, max_rounds: int = 60,
-                     target_spread: float = 0.02) -> tuple[list[Timing], list[object]]:
-    """Median device time per call of each function, sampled in alternating order until the spread is small.
+def time_interleaved(fns: list[Callable[[], object]], refill: Callable[[int], None], min_rounds: int = 10,
+                     max_rounds: int = 60, target_spread: float = 0.02) -> list[Timing]:
+    """Median device time per call of each function, sampled in alternating order until the spread is
+    ``target_spread`` or less (at most ``max_rounds`` rounds; the spread is reported either way).
 
-    Interleaving puts baseline and candidate under the same clocks and thermal state. Also returns each
-    function's outputs from its last timed call.
+    Interleaving puts baseline and candidate under the same clocks and thermal state. A graph replays the
+    launches fixed at capture, so Python-side caching cannot react to repeated calls; a function that cannot
+    be captured is called once per sample instead, after ``refill(sample)`` has written new values into its
+    inputs, so that remembering earlier calls does not pay.
     """
     calls = calls_per_sample(fns[0])
-    runners, methods, outs = [], [], []
+    timings = []
     for fn in fns:
-        last_out: list = [None]
-        replay = graph_runner(fn, calls, last_out)
-        outs.append(last_out)
+        holder: list = [None]
+        replay = graph_runner(fn, calls, holder)
         if replay is None:
-            def run_direct(fn=fn, last_out=last_out):
-                for _ in range(calls):
-                    last_out[0] = fn()
-            runners.append(run_direct)
-            methods.append("cuda-events")
+            def run_direct(fn=fn, holder=holder):
+                holder[0] = fn()
+            timings.append(Timing(0.0, 0.0, "cuda-events", 0, run_direct, holder))
         else:
-            runners.append(replay)
-            methods.append("cuda-graph")
-    for run in runners:  # warm-up: caches, clocks, first-replay upload
+            timings.append(Timing(0.0, 0.0, "cuda-graph", 0, replay, holder))
+    per_sample = [calls if t.method == "cuda-graph" else 1 for t in timings]
+    for t in timings:  # warm-up: caches, clocks, first-replay upload
         for _ in range(3):
-            _events_ms(run)
+            _events_ms(t.run)
     samples: list[list[float]] = [[] for _ in fns]
     for round_ in range(max_rounds):
         order = range(len(fns)) if round_ % 2 == 0 else reversed(range(len(fns)))
         for i in order:
-            samples[i].append(_events_ms(runners[i]) * 1000 / calls)
+            if timings[i].method == "cuda-events":
+                refill(round_)
+            samples[i].append(_events_ms(timings[i].run) * 1000 / per_sample[i])
         if round_ + 1 >= min_rounds and all(_stats(s)[1] <= target_spread for s in samples):
             break
     torch.cuda.synchronize()
-    timings = [Timing(*_stats(s), method=m, samples=len(s)) for s, m in zip(samples, methods)]
-    return timings, [o[0] for o in outs]
+    for t, s in zip(timings, samples):
+        t.median_us, t.spread = _stats(s)
+        t.samples = len(s)
+    return timings
 
 
 def copy_bandwidth_gbs(nbytes: int = 1 << 30) -> float:

@@ -24,10 +24,12 @@ import triton
 
 from .compare import compare_outputs, flatten, inputs_unchanged
 from .inputs import clone_inputs, make_inputs
+from .integrity import snapshot, tampered
 from .results import CaseResult, Environment, Evaluation
 from .task import BASELINE_DIR, Case, TaskSpec, read_task
 
 MAX_PLAUSIBLE_SPEEDUP = 10.0  # above this the result is quarantined for a human to look at
+HARNESS_MODULES = ("compare", "inputs", "task", "results", "timing", "integrity")
 
 
 def environment(backend: str) -> Environment:
@@ -119,16 +121,30 @@ def check_case(spec: TaskSpec, case: Case, index: int, base_fn, cand_fn, device:
     return result, ""
 
 
-def time_case(spec: TaskSpec, case: Case, result: CaseResult, base_fn, cand_fn, secret: int,
+def time_case(spec: TaskSpec, case: Case, index: int, result: CaseResult, base_fn, cand_fn, secret: int,
               peak_gbs: float, l2_bytes: int) -> tuple[str, str]:
     """Interleaved device timing of one case; returns (failed stage, reason), or ('', '')."""
     from .timing import host_overhead_us, time_interleaved
 
-    inputs = make_inputs(spec.args, case, "cuda", _trial_seed(secret, 10_000, 0))
-    base_in, cand_in = clone_inputs(inputs), clone_inputs(inputs)
-    (tb, tc), (out_b, out_c) = time_interleaved([lambda: base_fn(**base_in), lambda: cand_fn(**cand_in)])
-    # The work that was timed must be the work that is correct: check the outputs of the timed calls.
-    cmp = compare_outputs(out_c, out_b, spec.tolerance(case.dtype))
+    # Value sets for the same input tensors: two to alternate while sampling, one for the final check.
+    sets = [make_inputs(spec.args, case, "cuda", _trial_seed(secret, 10_000 + k, index)) for k in range(3)]
+    base_in, cand_in = clone_inputs(sets[0]), clone_inputs(sets[0])
+
+    def refill(k: int) -> None:
+        for name, value in sets[k % len(sets)].items():
+            if isinstance(value, torch.Tensor):
+                base_in[name].copy_(value)
+                cand_in[name].copy_(value)
+
+    tb, tc = time_interleaved([lambda: base_fn(**base_in), lambda: cand_fn(**cand_in)], lambda k: refill(k % 2))
+    # The work that was timed must be the work that is correct: new values behind the same pointers, one more
+    # timed run of each, and the outputs compared. Work skipped at capture, or answers remembered from earlier
+    # calls, cannot match.
+    refill(2)
+    tb.run()
+    tc.run()
+    torch.cuda.synchronize()
+    cmp = compare_outputs(tc.outputs, tb.outputs, spec.tolerance(case.dtype))
     if not cmp.ok:
         return "timing", f"{case.id}: outputs of the timed calls are wrong ({cmp.message})"
     result.baseline_us, result.candidate_us = tb.median_us, tc.median_us
@@ -136,8 +152,8 @@ def time_case(spec: TaskSpec, case: Case, result: CaseResult, base_fn, cand_fn, 
     result.timing_method = tc.method if tb.method == tc.method else f"{tb.method}/{tc.method}"
     result.baseline_host_us = host_overhead_us(lambda: base_fn(**base_in))
     result.candidate_host_us = host_overhead_us(lambda: cand_fn(**cand_in))
-    tensors = [v for v in inputs.values() if isinstance(v, torch.Tensor)]
-    tensors += [t for t in flatten(out_b) if isinstance(t, torch.Tensor)]
+    tensors = [v for v in sets[0].values() if isinstance(v, torch.Tensor)]
+    tensors += [t for t in flatten(tb.outputs) if isinstance(t, torch.Tensor)]
     result.bytes_moved = sum(t.numel() * t.element_size() for t in tensors)
     result.bandwidth_gbs = result.bytes_moved / (tc.median_us * 1e-6) / 1e9
     reason = implausible(result, peak_gbs, l2_bytes)
@@ -167,22 +183,38 @@ def evaluate(job: dict) -> Evaluation:
     spec = read_task(bundle)
     ev = Evaluation(stage="compile", env=environment(backend))
     cases = spec.held_out if job.get("case_set") == "held_out" else spec.cases
-    workdir = Path(tempfile.mkdtemp(prefix="ks-eval-"))
+    workdir = Path(tempfile.mkdtemp(prefix="ks-eval-", dir=job.get("workdir")))
     try:
         sys.path.insert(0, str(workdir))
         base_name = materialize(bundle, spec, workdir, "ks_baseline", None)
         cand_name = materialize(bundle, spec, workdir, "ks_candidate", job["source"])
         base_fn = getattr(importlib.import_module(base_name), spec.entry)
+        if device == "cuda":
+            torch.cuda.init()  # lazy initialisation must not look like tampering
+        harness = [sys.modules[__name__], *(importlib.import_module(f"{__package__}.{m}") for m in HARNESS_MODULES)]
+        untouched = snapshot(harness)
+
+        def check_integrity(when: str) -> bool:
+            changed = tampered(untouched, harness)
+            if changed:
+                ev.stage = "policy"
+                ev.error = f"the candidate replaced {', '.join(changed[:5])} ({when}): monkey-patching is not allowed"
+            return not changed
+
         try:
             cand_fn = getattr(importlib.import_module(cand_name), spec.entry)
         except Exception as exc:  # noqa: BLE001
             ev.error = f"import failed: {type(exc).__name__}: {exc}\n{_short_traceback(exc)}"
+            return ev
+        if not check_integrity("on import"):
             return ev
         ev.stage = "correctness"
         secret = int(job["seed"])
         for index, case in enumerate(cases):
             result, failed = check_case(spec, case, index, base_fn, cand_fn, device, secret, int(job["trials"]))
             ev.cases.append(result)
+            if not check_integrity(f"while running {case.id}"):
+                return ev
             if failed:
                 ev.stage, ev.error = failed, f"{case.id}: {result.message}"
                 return ev
@@ -193,8 +225,10 @@ def evaluate(job: dict) -> Evaluation:
             peak = copy_bandwidth_gbs()
             ev.env.peak_bandwidth_gbs = peak
             l2 = torch.cuda.get_device_properties(0).L2_cache_size
-            for case, result in zip(cases, ev.cases):
-                failed, reason = time_case(spec, case, result, base_fn, cand_fn, secret, peak, l2)
+            for index, (case, result) in enumerate(zip(cases, ev.cases)):
+                failed, reason = time_case(spec, case, index, result, base_fn, cand_fn, secret, peak, l2)
+                if not check_integrity(f"while timing {case.id}"):
+                    return ev
                 if failed:
                     ev.stage, ev.error = failed, reason
                     return ev
@@ -224,9 +258,11 @@ def main() -> None:
     line = sys.stdin.readline()
     if not line:
         return  # a spare that was never used
-    evaluation = evaluate(json.loads(line))
+    job = json.loads(line)
+    token = job.pop("token")  # the parent accepts only a verdict that carries it
+    evaluation = evaluate(job)
     with os.fdopen(result_fd, "w") as out:
-        json.dump(evaluation.to_dict(), out)
+        json.dump({"token": token, "evaluation": evaluation.to_dict()}, out)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,11 @@
 """Every anti-cheat rule has a cheating kernel that it must catch (tests/cheats/), run through the real
 sandbox: a spawned worker, the interpreter, fresh secret seeds."""
+import secrets
+
 import pytest
 
 from conftest import CHEATS
-from runners.sandbox import Evaluator
+from runners.sandbox import Evaluator, _Worker
 
 
 def test_honest_rewrite_passes(rms_evaluator):
@@ -25,6 +27,10 @@ def test_honest_rewrite_passes(rms_evaluator):
     ("patches_timer.py", "policy", ".Event"),
     ("detects_capture.py", "policy", "is_current_stream_capturing"),
     ("changed_signature.py", "policy", "eps=0.001"),
+    ("forged_verdict.py", "policy", "from torch import os"),
+    ("patched_comparison.py", "policy", "assigning `torch.Tensor.abs`"),
+    ("slowed_oracle.py", "policy", "assigning `jit.JITFunction.run`"),
+    ("remembers_inputs.py", "policy", "`id()`"),
 ])
 def test_cheat_is_caught(rms_evaluator, cheat, stage, words):
     ev = rms_evaluator.evaluate((CHEATS / cheat).read_text(), seed=12)
@@ -61,3 +67,29 @@ def test_hang_is_killed_by_the_hard_timeout(rms_bundle):
     for pid in worker_pids:  # the whole process group is gone
         with pytest.raises(ProcessLookupError):
             os.killpg(pid, 0)
+
+
+def run_past_the_policy(evaluator, source):
+    """Send a job straight to a worker, as if a cheat had slipped past the static policy."""
+    worker = _Worker(evaluator.backend, evaluator._log_dir)
+    job = {"bundle": str(evaluator.bundle), "source": source, "seed": 5, "trials": 2, "backend": evaluator.backend,
+           "time": False, "case_set": "cases", "token": secrets.token_hex(16), "workdir": str(evaluator._log_dir)}
+    try:
+        return worker.run(job, timeout=120)
+    finally:
+        worker.close()
+
+
+@pytest.mark.parametrize("cheat, replaced", [
+    ("patched_comparison.py", "torch.Tensor.abs"),
+    ("slowed_oracle.py", "JITFunction.run"),
+])
+def test_monkey_patching_past_the_policy_is_caught_at_run_time(rms_evaluator, cheat, replaced):
+    ev = run_past_the_policy(rms_evaluator, (CHEATS / cheat).read_text())
+    assert not ev.ok and ev.stage == "policy"
+    assert f"replaced {replaced}" in ev.error and "on import" in ev.error
+
+
+def test_forged_verdict_past_the_policy_is_refused(rms_evaluator):
+    ev = run_past_the_policy(rms_evaluator, (CHEATS / "forged_verdict.py").read_text())
+    assert not ev.ok and ev.stage == "crashed" and "forged verdict" in ev.error
