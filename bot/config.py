@@ -24,9 +24,12 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+ArgDtype = Literal["float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool"]
+
+
 class ArgConfig(_Strict):
     shape: list[int | str] | None = None
-    dtype: str | None = None
+    dtype: ArgDtype | None = None
     dist: Literal["normal", "uniform"] = "normal"
     scale: float = 1.0
     low: float = -1.0

@@ -92,7 +92,11 @@ def resolve_backend(requested: str) -> str:
     return requested
 
 
-def _prepare_out(out: Path, overwrite: bool) -> None:
+def _prepare_out(out: Path, overwrite: bool, target_root: Path, repo_root: Path) -> None:
+    for protected in (target_root, repo_root):
+        if out == protected or protected.is_relative_to(out) or out.is_relative_to(repo_root / ".git"):
+            raise UserError(f"--out {out} would hold or overwrite the target checkout {protected}",
+                            "Choose an output folder outside the target, or a new subfolder of it such as runs/.")
     if out.exists() and any(out.iterdir()):
         if not overwrite:
             raise UserError(f"output folder {out} already holds files",
@@ -255,7 +259,7 @@ def _write_champion(job: _Job, baseline: Candidate, champion: Candidate) -> None
 def optimize(opts: OptimizeOptions, progress: Progress | None = None) -> OptimizeResult:
     progress = progress or NoProgress()
     job = _preflight(opts)
-    _prepare_out(job.out, opts.overwrite)
+    _prepare_out(job.out, opts.overwrite, job.target.root, Path(job.target.repo.working_tree_dir).resolve())
     handler = _log_to(job.out)
     try:
         progress.stage("extracting the task bundle")

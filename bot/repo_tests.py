@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from runners.sandbox import SECRET_NAME
+
 from .target import Target
 
 
@@ -42,7 +44,8 @@ def worktree(target: Target, commit: str | None = None) -> Iterator[Path]:
 
 
 def pytest_env(backend: str, root: Path) -> dict[str, str]:
-    env = dict(os.environ)
+    """The user's environment without credentials: the test runs code kernelsmith wrote."""
+    env = {k: v for k, v in os.environ.items() if not SECRET_NAME.search(k)}
     env["PYTHONPATH"] = os.pathsep.join([str(root), *filter(None, [env.get("PYTHONPATH")])])
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     if backend == "interpret":

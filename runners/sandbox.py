@@ -26,12 +26,12 @@ from .task import baseline_source, read_task
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 _KEEP = re.compile(r"^(PATH|HOME|LANG|LC_\w+|TMPDIR|TERM|USER|LD_LIBRARY_PATH|CUDA_\w+|NVIDIA_\w+|TRITON_\w+|"
                    r"HIP_\w+|ROCR_\w+|OMP_NUM_THREADS|MKL_\w+|OPENBLAS_\w+|PYTORCH_\w+|XDG_CACHE_HOME)$")
-_SECRET = re.compile(r"TOKEN|SECRET|KEY|PASSWORD|CREDENTIAL|AUTH", re.IGNORECASE)
+SECRET_NAME = re.compile(r"TOKEN|SECRET|KEY|PASSWORD|CREDENTIAL|AUTH", re.IGNORECASE)
 
 
 def scrubbed_env(backend: str) -> dict[str, str]:
     """Only what a kernel needs to run: no tokens, no API keys, nothing the candidate could use."""
-    env = {k: v for k, v in os.environ.items() if _KEEP.match(k) and not _SECRET.search(k)}
+    env = {k: v for k, v in os.environ.items() if _KEEP.match(k) and not SECRET_NAME.search(k)}
     env["PYTHONPATH"] = str(PROJECT_ROOT)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     if backend == "interpret":

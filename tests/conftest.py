@@ -52,3 +52,18 @@ def rms_evaluator(rms_bundle):
 
     with Evaluator(rms_bundle, "interpret", timeout=120, trials=2) as evaluator:
         yield evaluator
+
+
+def run_past_the_policy(evaluator, source, time_it=False):
+    """Send a job straight to a worker, as if a cheat had slipped past the static policy."""
+    import secrets
+
+    from runners.sandbox import _Worker
+
+    worker = _Worker(evaluator.backend, evaluator._log_dir)
+    job = {"bundle": str(evaluator.bundle), "source": source, "seed": 5, "trials": 2, "backend": evaluator.backend,
+           "time": time_it, "case_set": "cases", "token": secrets.token_hex(16), "workdir": str(evaluator._log_dir)}
+    try:
+        return worker.run(job, timeout=300)
+    finally:
+        worker.close()

@@ -1,11 +1,9 @@
 """Every anti-cheat rule has a cheating kernel that it must catch (tests/cheats/), run through the real
 sandbox: a spawned worker, the interpreter, fresh secret seeds."""
-import secrets
-
 import pytest
 
-from conftest import CHEATS
-from runners.sandbox import Evaluator, _Worker
+from conftest import CHEATS, run_past_the_policy
+from runners.sandbox import Evaluator
 
 
 def test_honest_rewrite_passes(rms_evaluator):
@@ -67,17 +65,6 @@ def test_hang_is_killed_by_the_hard_timeout(rms_bundle):
     for pid in worker_pids:  # the whole process group is gone
         with pytest.raises(ProcessLookupError):
             os.killpg(pid, 0)
-
-
-def run_past_the_policy(evaluator, source):
-    """Send a job straight to a worker, as if a cheat had slipped past the static policy."""
-    worker = _Worker(evaluator.backend, evaluator._log_dir)
-    job = {"bundle": str(evaluator.bundle), "source": source, "seed": 5, "trials": 2, "backend": evaluator.backend,
-           "time": False, "case_set": "cases", "token": secrets.token_hex(16), "workdir": str(evaluator._log_dir)}
-    try:
-        return worker.run(job, timeout=120)
-    finally:
-        worker.close()
 
 
 @pytest.mark.parametrize("cheat, replaced", [

@@ -126,3 +126,10 @@ def test_kernels_lists_the_config():
     assert "tinyserve/kernels/rms_norm.py:rms_norm" in proc.stdout
     bad = kernelsmith("kernels", "tests")
     assert bad.returncode == 2 and "no .github/kernelsmith.yml" in bad.message
+
+
+def test_output_folder_may_not_hold_the_target(example_repo):
+    for out in (example_repo, example_repo.parent, example_repo / ".git" / "runs"):
+        proc = kernelsmith("optimize", example_repo, "--kernel", "rms_norm", "--out", out, "--overwrite")
+        assert proc.returncode == 2 and "would hold or overwrite the target checkout" in proc.message
+    assert (example_repo / ".git").is_dir() and (example_repo / "tinyserve/kernels/rms_norm.py").is_file()

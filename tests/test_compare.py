@@ -58,3 +58,12 @@ def test_modified_inputs_are_reported_unless_declared_written():
     after["x"][0] += 1
     assert "x" in inputs_unchanged(before, after, [])
     assert inputs_unchanged(before, after, ["x"]) == ""
+
+
+def test_zero_bound_is_exact_only_where_the_reference_is_zero():
+    from runners.task import Tolerance
+
+    tol = Tolerance(atol=0.0, rtol=1e-3)
+    ref = torch.tensor([0.0, 1.0, 2.0])
+    assert compare_outputs(torch.tensor([0.0, 1.0000001, 2.0]), ref, tol).ok
+    assert not compare_outputs(torch.tensor([1e-9, 1.0, 2.0]), ref, tol).ok

@@ -51,7 +51,8 @@ def test_interpreter_task_searches_smoke_shapes_without_bf16():
     (("{T: 1, H: 64}", "{T: 1}"), 4, "shape symbol 'H'"),
     (("eps: {value: 1.0e-6}", "eps: {}"), 11, "either `shape`"),
     (("version: 1", "version: 2"), 1, "version"),
-], ids=["bad-dtype", "unknown-key", "unbound-symbol", "arg-without-shape-or-value", "version"])
+    (("dtype: float32}", "dtype: flaot32}"), 10, "float32"),
+], ids=["bad-dtype", "unknown-key", "unbound-symbol", "arg-without-shape-or-value", "version", "bad-arg-dtype"])
 def test_invalid_config_names_the_line(edit, line, words):
     with pytest.raises(UserError) as err:
         parse_config(VALID.replace(*edit))

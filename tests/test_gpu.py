@@ -3,7 +3,7 @@ on the H200 through bench/gpu_checks.sh, whose output is committed under bench/r
 import pytest
 import torch
 
-from conftest import CHEATS, EXAMPLE
+from conftest import CHEATS, EXAMPLE, run_past_the_policy
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (see bench/gpu_checks.sh)")]
@@ -48,3 +48,13 @@ def test_cheats_are_caught_on_the_gpu(gpu_evaluator, cheat, stage):
 def test_honest_rewrite_is_timed(gpu_evaluator):
     ev = gpu_evaluator.evaluate((CHEATS / "honest_torch.py").read_text(), seed=3)
     assert ev.ok and ev.timed and ev.fitness > 0, ev.error
+
+
+def test_remembered_inputs_past_the_policy_are_caught_by_refilled_timing(gpu_evaluator):
+    ev = run_past_the_policy(gpu_evaluator, (CHEATS / "remembers_inputs.py").read_text(), time_it=True)
+    assert not ev.ok and ev.stage == "timing" and "timed calls are wrong" in ev.error, (ev.stage, ev.error)
+
+
+def test_slowed_oracle_past_the_policy_is_caught_on_the_gpu(gpu_evaluator):
+    ev = run_past_the_policy(gpu_evaluator, (CHEATS / "slowed_oracle.py").read_text(), time_it=True)
+    assert not ev.ok and ev.stage == "policy" and "JITFunction.run" in ev.error
