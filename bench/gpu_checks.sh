@@ -15,7 +15,8 @@ python3 -m pytest -v -m gpu tests/test_gpu.py -p no:cacheprovider 2>&1 | tee "$D
 work=$(mktemp -d)
 cp -r examples/tinyserve "$work/tinyserve"
 (cd "$work/tinyserve" && git init -q -b main && git add -A && git -c user.name=ci -c user.email=ci@localhost commit -qm baseline)
-python3 -m bot.cli optimize "$work/tinyserve" --kernel "${KERNEL:-apply_rotary_pos_emb}" --backend triton \
-  --budget "${BUDGET:-16}" --min-speedup "${MIN_SPEEDUP:-1.01}" --apply --out "$DEST/verify" 2>&1 | grep -v '━' | tail -n 20
+DEST=$(realpath "$DEST")
+(cd "$work/tinyserve" && python3 -m bot.cli optimize . --kernel "${KERNEL:-apply_rotary_pos_emb}" --backend triton \
+  --budget "${BUDGET:-16}" --min-speedup "${MIN_SPEEDUP:-1.01}" --apply --out "$DEST/verify" 2>&1 | grep -v '━' | tail -n 20)
 (cd "$work/tinyserve" && git log --oneline --all && git status --short && git show --stat HEAD~0 kernelsmith/* 2>/dev/null | head -20) | tee "$DEST/git-after-apply.txt"
 tar czf "$DEST/verify.tar.gz" --exclude=bundle -C "$DEST" verify
