@@ -24,14 +24,15 @@ from evolver.loop import evolve
 from evolver.operators import LaunchTuner
 from runners.extract import ExtractionError, build_bundle, local_imports
 from runners.results import Evaluation
+from runners.task import TaskSpec
 from runners.sandbox import Evaluator
 
 from .apply import apply_champion, branch_name, ensure_branch_free
-from .config import kernel_config, load_config, task_spec
+from .config import KernelConfig, kernel_config, load_config, task_spec
 from .errors import UserError
 from .repo_tests import run_test_with_source
 from .report import build_report, write_report
-from .target import ensure_committed, open_target
+from .target import Target, ensure_committed, open_target
 
 log = logging.getLogger("kernelsmith")
 
@@ -130,15 +131,18 @@ def _reproduce_command(opts: OptimizeOptions, backend: str, seed: int) -> str:
     return shlex.join(parts)
 
 
-def _verify(evaluator: Evaluator, champion: Candidate, spec, min_speedup: float, trials: int,
-            target, kernel, backend: str) -> tuple[Evaluation | None, str, dict | None]:
+def _verify(job: _Job, opts: OptimizeOptions, evaluator: Evaluator,
+            champion: Candidate) -> tuple[Evaluation | None, str, dict | None]:
     """Re-check the champion: new process, new seeds, held-out cases, re-timed, the repo's test.
 
     Returns (verification evaluation, failure reason or '', repo test run)."""
+    spec, min_speedup, trials = job.spec, opts.min_speedup, opts.trials
     check = evaluator.evaluate(champion.source, secrets.randbits(62), time_it=True, trials=trials + 2)
     if not check.ok:
         return check, f"the champion failed re-verification ({check.feedback})", None
-    if (check.fitness or 0) < min_speedup:
+    if check.fitness is None:
+        return check, "the champion could not be re-timed (no device timing on this backend)", None
+    if check.fitness < min_speedup:
         return check, (f"the best candidate measured {champion.fitness:.3f}x in the search but "
                        f"{check.fitness:.3f}x when re-timed in a fresh process, under the "
                        f"{min_speedup:.2f}x bar"), None
@@ -147,7 +151,7 @@ def _verify(evaluator: Evaluator, champion: Candidate, spec, min_speedup: float,
                                   trials=trials)
         if not held.ok:
             return check, f"the champion is wrong on a held-out case ({held.feedback})", None
-    test = run_test_with_source(target, spec.module, champion.source, kernel.test, backend)
+    test = run_test_with_source(job.target, spec.module, champion.source, job.kernel.test, job.backend)
     test_dict = dataclasses.asdict(test)
     if not test.passed:
         return check, f"the repository's test fails with the champion in place:\n{test.output_tail}", test_dict
@@ -158,10 +162,10 @@ def _verify(evaluator: Evaluator, champion: Candidate, spec, min_speedup: float,
 class _Job:
     """What the cheap checks established, before anything is written."""
 
-    target: object
-    kernel: object
+    target: Target
+    kernel: KernelConfig
     backend: str
-    spec: object
+    spec: TaskSpec
     seed: int
     out: Path
 
@@ -232,8 +236,7 @@ def _decide(job: _Job, opts: OptimizeOptions, archive: Archive, evaluator: Evalu
         kind = "best_candidate" if best and best.id != 0 else "baseline"
         return _Decision("no_improvement", reason, best.evaluation if best else baseline.evaluation, kind)
     progress.stage("verifying the champion")
-    check, failure, repo_test = _verify(evaluator, best, job.spec, opts.min_speedup, opts.trials, job.target,
-                                        job.kernel, job.backend)
+    check, failure, repo_test = _verify(job, opts, evaluator, best)
     shown = check if check and check.cases else best.evaluation
     if failure:
         return _Decision("no_improvement", f"A candidate looked faster, but {failure}", shown, "best_candidate",

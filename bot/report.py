@@ -1,6 +1,7 @@
 """The run's report: the same facts as JSON (report.json) and as the pull-request body (report.md)."""
 from __future__ import annotations
 
+import dataclasses
 import importlib.resources
 import json
 from collections import Counter
@@ -11,7 +12,7 @@ import jinja2
 from evolver.archive import Archive
 from evolver.candidate import Candidate
 from runners.results import Evaluation
-from runners.task import DEFAULT_TOLERANCES, TaskSpec
+from runners.task import TaskSpec
 
 
 def _env() -> jinja2.Environment:
@@ -30,10 +31,6 @@ def failures_by_stage(archive: Archive) -> dict[str, int]:
     return dict(stages.most_common())
 
 
-def case_rows(evaluation: Evaluation) -> list[dict]:
-    return evaluation.to_dict()["cases"]
-
-
 def build_report(*, spec: TaskSpec, backend: str, verdict: str, reason: str, shown: Evaluation,
                  champion: Candidate | None, changes: list[str], archive: Archive, search: dict,
                  repo_test: dict | None, baseline_repo_test: dict | None, trials: int, held_out_cases: int,
@@ -41,10 +38,10 @@ def build_report(*, spec: TaskSpec, backend: str, verdict: str, reason: str, sho
                  shown_kind: str = "baseline") -> dict:
     """``shown`` is the evaluation whose per-case rows are reported; ``shown_kind`` says whose it is:
     champion (its verification), best_candidate, or baseline (timed against itself)."""
-    rows = case_rows(shown)
+    shown_dict = shown.to_dict()
+    rows = shown_dict["cases"]
     methods = sorted({r["timing_method"] for r in rows if r.get("timing_method")})
-    tolerances = {d: {"atol": spec.tolerance(d).atol, "rtol": spec.tolerance(d).rtol}
-                  for d in sorted({c.dtype for c in spec.cases}) if d in DEFAULT_TOLERANCES or d in spec.tolerances}
+    tolerances = {d: dataclasses.asdict(spec.tolerance(d)) for d in sorted({c.dtype for c in spec.cases})}
     # A geometric mean can hide cases that got slower; a reviewer must see them (2% is within timing noise).
     regressions = [{"case": r["case"], "speedup": r["speedup"]} for r in rows
                    if r.get("speedup") is not None and r["speedup"] < 0.98]
@@ -77,7 +74,7 @@ def build_report(*, spec: TaskSpec, backend: str, verdict: str, reason: str, sho
             "baseline_repo_test": baseline_repo_test,
         },
         "search": {**search, "failures_by_stage": failures_by_stage(archive)},
-        "environment": shown.to_dict()["env"] or {},
+        "environment": shown_dict["env"] or {},
         "reproduce": {"command": reproduce},
         "notes": notes,
     }

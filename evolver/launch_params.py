@@ -12,7 +12,7 @@ import ast
 from dataclasses import dataclass
 
 WARPS = ("1", "2", "4", "8", "16", "32")
-STAGES = ("1", "2", "3", "4")
+NUM_STAGES = ("1", "2", "3", "4")
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,7 @@ def find_knobs(source: str) -> list[Knob]:
     knobs: list[Knob] = []
     for site, (kernel, call) in enumerate(launch_sites(tree)):
         given = {kw.arg: kw.value for kw in call.keywords if kw.arg}
-        for name, options in (("num_warps", WARPS), ("num_stages", STAGES)):
+        for name, options in (("num_warps", WARPS), ("num_stages", NUM_STAGES)):
             original = ast.get_source_segment(source, given[name]) if name in given else None
             knobs.append(Knob(site, call.lineno, kernel, name,
                               (original, *[o for o in options if o != original])))

@@ -5,8 +5,6 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 
-# The stages an evaluation goes through, in order; ``Evaluation.stage`` is the one it stopped at.
-STAGES = ("policy", "compile", "correctness", "timing", "plausibility", "done")  # or: timeout, crashed
 
 
 @dataclass
@@ -48,6 +46,7 @@ class CaseResult:
 
 @dataclass
 class Evaluation:
+    # Where it stopped: policy, compile, correctness, timing, plausibility, done; or timeout, crashed.
     stage: str = "policy"
     ok: bool = False  # passed every stage that was asked for
     timed: bool = False  # device times were measured (never on the interpreter)
