@@ -48,6 +48,8 @@ class ArgSpec:
     high: float = 1.0
     value: Any = None
     when: str | None = None  # passed only when this case symbol is true
+    range: list[float] | None = None  # a scalar drawn per trial from [low, high] (ints stay ints)
+    vary: bool = True  # tensors: vary the scale per trial and add structured rows (see runners/inputs.py)
 
     @property
     def is_tensor(self) -> bool:
@@ -79,6 +81,11 @@ class TaskSpec:
     written: list[str] = field(default_factory=list)  # arguments the entry may modify in place
     files: list[str] = field(default_factory=list)  # module + local helpers, relative paths
     target_commit: str | None = None
+    # "module.py:function" in baseline/ or "reference.py:function" copied beside it: a plain torch version of
+    # the op, timed through torch.compile as a peer column (what a maintainer would try instead).
+    reference: str | None = None
+    python: str | None = None  # interpreter the workers run under (the target's own environment); None: ours
+    import_paths: list[str] = field(default_factory=list)  # absolute folders put on the workers' sys.path
 
     def tolerance(self, dtype: str) -> Tolerance:
         return self.tolerances.get(dtype) or DEFAULT_TOLERANCES.get(dtype) or Tolerance(0.0, 0.0)
