@@ -36,13 +36,18 @@ class ArgConfig(_Strict):
     high: float = 1.0
     value: Any = None
     when: str | None = None
+    range: list[float] | None = Field(default=None, min_length=2, max_length=2)  # scalar drawn per trial
+    vary: bool = True  # tensors: scales across orders of magnitude and structured rows per trial
 
     @model_validator(mode="after")
     def _tensor_or_scalar(self):
-        if self.shape is None and "value" not in self.model_fields_set:
-            raise ValueError("an argument needs either `shape` (a tensor) or `value` (a scalar)")
-        if self.shape is not None and "value" in self.model_fields_set:
-            raise ValueError("an argument has `shape` or `value`, not both")
+        scalar = "value" in self.model_fields_set or self.range is not None
+        if self.shape is None and not scalar:
+            raise ValueError("an argument needs either `shape` (a tensor), `value` or `range` (a scalar)")
+        if self.shape is not None and scalar:
+            raise ValueError("an argument has `shape` or `value`/`range`, not both")
+        if self.range is not None and self.range[0] > self.range[1]:
+            raise ValueError("`range` is [low, high] with low <= high")
         return self
 
 
@@ -62,6 +67,9 @@ class KernelConfig(_Strict):
     args: dict[str, ArgConfig] = Field(min_length=1)
     shapes: list[dict[str, int | bool]] = Field(min_length=1)
     smoke_shapes: list[dict[str, int | bool]] = []
+    # "file.py:function": a plain torch version of the op (in the repository, or beside the config), timed
+    # through torch.compile as a peer column in the report
+    reference: str | None = Field(default=None, pattern=r"^[\w./-]+\.py:\w+$")
 
     @field_validator("path", "test")
     @classmethod
@@ -161,4 +169,5 @@ def task_spec(name: str, kernel: KernelConfig, backend: str) -> TaskSpec:
     args = [ArgSpec(name=n, **a.model_dump()) for n, a in kernel.args.items()]
     tolerances = {d: Tolerance(t.atol, t.rtol) for d, t in kernel.tolerances.items()}
     return TaskSpec(kernel=name, module=kernel.path, entry=kernel.entry, args=args, cases=cases,
-                    held_out=held_out, tolerances=tolerances, written=list(kernel.written))
+                    held_out=held_out, tolerances=tolerances, written=list(kernel.written),
+                    reference=kernel.reference)
