@@ -61,13 +61,13 @@ class OptimizeResult:
 
 
 class Progress(Protocol):
-    def stage(self, text: str) -> None: ...
+    def stage(self, text: str, name: str = "") -> None: ...  # name: bot.jobs.states.STAGES
     def search_started(self, budget: int) -> None: ...
     def candidate_done(self, candidate: Candidate, best: float | None, failures: int) -> None: ...
 
 
 class NoProgress:
-    def stage(self, text: str) -> None:
+    def stage(self, text: str, name: str = "") -> None:
         pass
 
     def search_started(self, budget: int) -> None:
@@ -197,7 +197,7 @@ def _preflight(opts: OptimizeOptions) -> _Job:
 
 def _check_baseline(job: _Job, evaluator: Evaluator, progress: Progress) -> tuple[Candidate, dict]:
     """The kernel must run as it is, and the repository's test must pass before any change."""
-    progress.stage("checking the baseline kernel")
+    progress.stage("checking the baseline kernel", "baseline")
     baseline = Candidate(id=0, source=evaluator.baseline, operator="baseline")
     baseline.evaluation = evaluator.evaluate(baseline.source, secrets.randbits(62))
     if not baseline.evaluation.ok:
@@ -205,7 +205,7 @@ def _check_baseline(job: _Job, evaluator: Evaluator, progress: Progress) -> tupl
             f"the kernel `{job.spec.kernel}` does not compile or run as it is in {job.kernel.path} "
             f"(stage {baseline.evaluation.stage}): {baseline.evaluation.error.strip()}",
             "Fix the kernel (or the `args`/`shapes` in .github/kernelsmith.yml) so that it runs, then try again.")
-    progress.stage("running the repository's test before any change")
+    progress.stage("running the repository's test before any change", "baseline")
     before = run_test_with_source(job.target, job.spec.module, None, job.kernel.test, job.backend)
     if not before.passed:
         raise UserError(f"the repository's own test fails before any change: `{before.command}` in "
@@ -235,7 +235,7 @@ def _decide(job: _Job, opts: OptimizeOptions, archive: Archive, evaluator: Evalu
                   f"(best: {best.fitness:.3f}x)." if best else "No candidate could be timed.")
         kind = "best_candidate" if best and best.id != 0 else "baseline"
         return _Decision("no_improvement", reason, best.evaluation if best else baseline.evaluation, kind)
-    progress.stage("verifying the champion")
+    progress.stage("verifying the champion", "verify")
     check, failure, repo_test = _verify(job, opts, evaluator, best)
     shown = check if check and check.cases else best.evaluation
     if failure:
@@ -265,7 +265,7 @@ def optimize(opts: OptimizeOptions, progress: Progress | None = None) -> Optimiz
     _prepare_out(job.out, opts.overwrite, job.target.root, Path(job.target.repo.working_tree_dir).resolve())
     handler = _log_to(job.out)
     try:
-        progress.stage("extracting the task bundle")
+        progress.stage("extracting the task bundle", "bundle")
         build_bundle(job.target.root, job.spec, job.out / "bundle")
         log.info("job kernel=%s backend=%s budget=%d seed=%d target=%s@%s", opts.kernel, job.backend,
                  opts.budget, job.seed, job.target.root, job.target.commit)
