@@ -6,7 +6,6 @@ import math
 from dataclasses import dataclass, field
 
 
-
 @dataclass
 class Environment:
     backend: str
@@ -17,6 +16,7 @@ class Environment:
     triton: str = ""
     python: str = ""
     peak_bandwidth_gbs: float | None = None  # measured device-to-device copy, bytes read + written
+    warp_size: int | None = None
 
 
 @dataclass
@@ -36,6 +36,14 @@ class CaseResult:
     timing_method: str | None = None  # cuda-graph | cuda-events
     bytes_moved: int | None = None
     bandwidth_gbs: float | None = None
+    samples: int | None = None  # interleaved samples per side
+    slots: int | None = None  # rotating input/output sets in the timed graph
+    judge_us: float | None = None  # the candidate's time per call by the judge's own clock (corroboration)
+    judge_ratio: float | None = None  # judge_us / candidate_us: about 1 when the claimed time is honest
+    launched: list[str] = field(default_factory=list)  # Triton kernels the candidate launched (module:name)
+    own_kernel_share: float | None = None  # share of device time in the candidate's own Triton kernels
+    reference_us: float | None = None  # torch.compile of the config's torch reference, same protocol
+    autotune: dict = field(default_factory=dict)  # autotuned kernel -> pinned | own configs
 
     @property
     def speedup(self) -> float | None:
@@ -46,7 +54,8 @@ class CaseResult:
 
 @dataclass
 class Evaluation:
-    # Where it stopped: policy, compile, correctness, timing, plausibility, done; or timeout, crashed.
+    # Where it stopped: policy, compile, correctness, kernel, timing, plausibility, done; or baseline (the
+    # oracle itself failed), timeout, crashed.
     stage: str = "policy"
     ok: bool = False  # passed every stage that was asked for
     timed: bool = False  # device times were measured (never on the interpreter)

@@ -1,105 +1,111 @@
-"""Run each evaluation in its own spawned child process, with a scrubbed environment and a hard timeout.
+"""The ``Evaluator``: kernelsmith's side of an evaluation. It holds the judge (runners/judge.py) and two kinds
+of worker process (runners/worker.py):
 
-A warm spare (torch and Triton already imported, waiting for a job on stdin) hides the start-up cost: while
-one candidate is evaluated, the next worker is already importing. On timeout the child's whole process
-group is killed. Verdicts come back over a private pipe, never over stdout, which the candidate can print to.
+- one **oracle worker** per evaluator, long-lived, that only ever imports the baseline;
+- one fresh **candidate worker** per candidate, with a warm spare (torch already imported) waiting.
+
+Workers are spawned (never forked) with a scrubbed environment (no tokens or keys), their own process group,
+a parent-death signal and a hard deadline per evaluation that kills the group. They talk to the judge over
+private pipes only; stdout and stderr go to a log file. Nothing a worker sends is unpickled or executed.
 """
 from __future__ import annotations
 
 import ctypes
-import json
 import os
 import re
-import secrets
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
-import threading
+import time
 from pathlib import Path
 
+from .backends import Backend, get_backend
+from .judge import Exchange, Judge, Protocol, evaluate as run_protocol
 from .policy import check_source
-from .results import Evaluation
-from .task import baseline_source, read_task
+from .results import Environment, Evaluation
+from .task import REFERENCE_DIR, baseline_source, read_task
+from .wire import Channel, PeerGone, PeerTimeout, WireError, shm_root
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 _KEEP = re.compile(r"^(PATH|HOME|LANG|LC_\w+|TMPDIR|TERM|USER|LD_LIBRARY_PATH|CUDA_\w+|NVIDIA_\w+|TRITON_\w+|"
-                   r"HIP_\w+|ROCR_\w+|OMP_NUM_THREADS|MKL_\w+|OPENBLAS_\w+|PYTORCH_\w+|XDG_CACHE_HOME)$")
+                   r"HIP_\w+|ROCR_\w+|MACA_\w+|OMP_NUM_THREADS|MKL_\w+|OPENBLAS_\w+|PYTORCH_\w+|XDG_CACHE_HOME)$")
 SECRET_NAME = re.compile(r"TOKEN|SECRET|KEY|PASSWORD|CREDENTIAL|AUTH", re.IGNORECASE)
+START_TIMEOUT = 180.0  # importing torch on a cold machine
 
 
-def scrubbed_env(backend: str) -> dict[str, str]:
+def scrubbed_env(backend: str | Backend) -> dict[str, str]:
     """Only what a kernel needs to run: no tokens, no API keys, nothing the candidate could use."""
+    backend = get_backend(backend) if isinstance(backend, str) else backend
     env = {k: v for k, v in os.environ.items() if _KEEP.match(k) and not SECRET_NAME.search(k)}
     env["PYTHONPATH"] = str(PROJECT_ROOT)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
-    if backend == "interpret":
-        env["TRITON_INTERPRET"] = "1"  # read when @triton.jit runs: must be set before any kernel import
-    else:
-        env.pop("TRITON_INTERPRET", None)
-    return env
+    env["PYTHONUNBUFFERED"] = "1"
+    return backend.worker_env(env)
 
 
 _LIBC = ctypes.CDLL(None) if sys.platform.startswith("linux") else None  # loaded here: no imports after fork
-_PR_SET_PDEATHSIG = 1
+_PR_SET_PDEATHSIG, _PR_SET_DUMPABLE = 1, 4
 
 
-def _die_with_parent() -> None:
-    """In the child, before exec: be killed when kernelsmith dies (its own session escapes the group kill)."""
+def _child_setup() -> None:
+    """In the child, before exec: die with kernelsmith; not dumpable, so that another worker of the same user
+    cannot read its memory through /proc."""
     if _LIBC is not None:
         _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        _LIBC.prctl(_PR_SET_DUMPABLE, 0)
 
 
-class _Worker:
-    def __init__(self, backend: str, log_dir: Path):
-        read_fd, write_fd = os.pipe()
-        self.log = tempfile.NamedTemporaryFile(dir=log_dir, prefix="worker-", suffix=".log", delete=False)
+class WorkerProcess:
+    """One spawned ``python -m runners.worker`` and its two pipes."""
+
+    def __init__(self, backend: Backend, root: Path, role: str, python: str | None = None):
+        self.role = role
+        self.dir = Path(tempfile.mkdtemp(prefix=f"{role}-", dir=root))
+        self.outbox = self.dir / "out"
+        self.workdir = self.dir / "work"
+        self.outbox.mkdir()
+        self.workdir.mkdir()
+        self.log_path = self.dir / "worker.log"
+        req_r, req_w = os.pipe()
+        rep_r, rep_w = os.pipe()
         env = scrubbed_env(backend)
-        env["KS_RESULT_FD"] = str(write_fd)
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "runners.worker"], stdin=subprocess.PIPE, stdout=self.log,
-            stderr=subprocess.STDOUT, env=env, pass_fds=(write_fd,), start_new_session=True, cwd=log_dir,
-            preexec_fn=_die_with_parent,
-        )
-        os.close(write_fd)
-        self._chunks: list[bytes] = []
-        self._reader = threading.Thread(target=self._read, args=(read_fd,), daemon=True)
-        self._reader.start()
+        env.update(KS_REQ_FD=str(req_r), KS_REP_FD=str(rep_w))
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(
+                [python or sys.executable, "-m", "runners.worker"], stdin=subprocess.DEVNULL, stdout=log,
+                stderr=subprocess.STDOUT, env=env, pass_fds=(req_r, rep_w), start_new_session=True,
+                cwd=self.workdir, preexec_fn=_child_setup)
+        os.close(req_r)
+        os.close(rep_w)
+        self.channel = Channel(rep_r, req_w)
+        self.deadline: float | None = None
+        self.ready_info: dict | None = None
 
-    def _read(self, fd: int) -> None:
-        with os.fdopen(fd, "rb") as pipe:
-            while chunk := pipe.read(65536):
-                self._chunks.append(chunk)
+    def wait_ready(self, timeout: float) -> dict:
+        if self.ready_info is None:
+            self.ready_info = self.channel.recv(timeout)
+        return self.ready_info
 
-    def run(self, job: dict, timeout: float) -> Evaluation:
+    def request(self, op: str, **fields) -> dict:
+        """Send one request and wait for its reply until the evaluation's deadline."""
+        left = None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
         try:
-            self.proc.stdin.write((json.dumps(job) + "\n").encode())
-            self.proc.stdin.close()
-            self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            return Evaluation(stage="timeout", error=f"killed after {timeout:.0f} s (hard timeout)")
-        except BrokenPipeError:
-            self.proc.wait()
-        self._reader.join(timeout=10)
-        raw = b"".join(self._chunks)
-        if not raw:
-            return Evaluation(stage="crashed", error=f"worker exited with code {self.proc.returncode} and no "
-                                                    f"verdict; last output:\n{self.output_tail()}")
-        try:
-            verdict = json.loads(raw)
-            if verdict.get("token") != job["token"]:
-                raise ValueError("the verdict does not carry this job's token")
-            return Evaluation.from_dict(verdict["evaluation"])
-        except (ValueError, TypeError, KeyError, AttributeError) as exc:
-            return Evaluation(stage="crashed", error=f"unreadable or forged verdict ({exc}); worker exited with "
-                                                    f"code {self.proc.returncode}")
+            self.channel.send({"op": op, **fields})
+        except (BrokenPipeError, OSError):
+            raise PeerGone() from None
+        return self.channel.recv(left)
 
     def output_tail(self, lines: int = 20) -> str:
-        self.log.flush()
-        text = Path(self.log.name).read_text(errors="replace")
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
         return "\n".join(text.strip().splitlines()[-lines:])
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
 
     def kill(self) -> None:
         if self.proc.poll() is None:
@@ -107,58 +113,189 @@ class _Worker:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-            self.proc.wait()
+        self.proc.wait()
 
     def close(self) -> None:
+        if self.alive():
+            try:
+                self.channel.send({"op": "exit"})
+                self.proc.wait(timeout=5)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
         self.kill()
-        self.log.close()
-        Path(self.log.name).unlink(missing_ok=True)
+        self.channel.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 class Evaluator:
-    """Evaluates candidate sources for one task bundle, one spawned process per candidate."""
+    """Evaluates candidate sources for one task bundle (``evaluate(source) -> Evaluation``)."""
 
-    def __init__(self, bundle: Path, backend: str, timeout: float = 300.0, trials: int = 3, spare: bool = True):
-        self.bundle = Path(bundle)
-        self.backend = backend
+    def __init__(self, bundle: Path | str, backend: str, timeout: float = 300.0, trials: int = 3, spare: bool = True,
+                 protocol: Protocol | None = None):
+        self.bundle = Path(bundle).resolve()
+        self.backend = get_backend(backend)
         self.timeout = timeout
         self.trials = trials
         self.spec = read_task(self.bundle)
         self.baseline = baseline_source(self.bundle, self.spec)
-        self._log_dir = Path(tempfile.mkdtemp(prefix="ks-workers-"))
+        self.protocol = protocol or Protocol()
+        self.root = Path(tempfile.mkdtemp(prefix="ks-judge-", dir=shm_root()))
+        self.exchange = Exchange(self.root / "exchange")
+        self.exchange.root.mkdir()
         self._use_spare = spare
-        self._spare: _Worker | None = None
+        self._spare: WorkerProcess | None = None
+        self._oracle: WorkerProcess | None = None
+        self._oracle_info: dict = {}
+        self._peak: tuple[float, int] | None = None
+        self._device_info: dict = {}
+        self.started = 0  # candidate workers started (for the throughput benchmark)
 
-    def _take_worker(self) -> _Worker:
-        worker = self._spare or _Worker(self.backend, self._log_dir)
-        self._spare = _Worker(self.backend, self._log_dir) if self._use_spare else None
+    # ---- workers ----------------------------------------------------------------------------------------
+    def _spawn(self, role: str) -> WorkerProcess:
+        if role == "candidate":
+            self.started += 1
+        return WorkerProcess(self.backend, self.root, role, self.spec.python)
+
+    def _load(self, worker: WorkerProcess, package: str, source: str | None, reference: bool = False) -> dict:
+        worker.wait_ready(START_TIMEOUT)
+        return worker.request(
+            "load", device=self.backend.device, exchange=str(self.exchange.root), outbox=str(worker.outbox),
+            workdir=str(worker.workdir), import_paths=self.spec.import_paths, package=package,
+            bundle=str(self.bundle), module=self.spec.module, entry=self.spec.entry, source=source,
+            interpret=not self.backend.timed, reference=self.spec.reference if reference else None,
+            compile=self.backend.timed)
+
+    def _oracle_worker(self) -> WorkerProcess:
+        if self._oracle is not None and self._oracle.alive():
+            return self._oracle
+        if self._oracle is not None:
+            self._oracle.close()
+        self._oracle = self._spawn("oracle")
+        self._oracle.deadline = time.monotonic() + self.timeout + START_TIMEOUT
+        info = self._load(self._oracle, "ks_baseline", None, reference=True)
+        if not info.get("ok"):
+            message = self._baseline_error(info, self._oracle)
+            self._oracle.close()
+            self._oracle = None
+            raise BaselineError(message)
+        self._oracle_info = info
+        if self.backend.timed and self._peak is None:
+            bw = self._oracle.request("bandwidth")
+            self._peak = (float(bw["gbs"]), int(bw["l2_bytes"]))
+            self._device_info = bw
+        return self._oracle
+
+    def _baseline_error(self, info: dict, worker: WorkerProcess) -> str:
+        text = f"{info.get('error', '')}\n{info.get('traceback', '')}".strip()
+        text = text.replace(str(worker.workdir / "ks_baseline") + "/", "")
+        return (f"the baseline module {self.spec.module} (or a helper it imports) failed to import in a worker "
+                f"({self.backend.name}): {text}")
+
+    def _take_candidate(self) -> WorkerProcess:
+        worker = self._spare if (self._spare and self._spare.alive()) else self._spawn("candidate")
+        self._spare = self._spawn("candidate") if self._use_spare else None
         return worker
 
+    def _environment(self) -> Environment:
+        info = (self._oracle.ready_info if self._oracle else None) or {}
+        env = Environment(backend=self.backend.name, device="cpu (Triton interpreter)",
+                          torch=info.get("torch", ""), triton=info.get("triton", ""),
+                          python=sys.version.split()[0], warp_size=self.backend.warp_size)
+        if self.backend.timed:
+            env.device = self._device_info.get("device", "")
+            env.cuda = self._device_info.get("cuda")
+            env.peak_bandwidth_gbs = self._peak[0] if self._peak else None
+            env.driver = _driver_version()
+        return env
+
+    # ---- the seam -----------------------------------------------------------------------------------------
     def evaluate(self, source: str, seed: int, *, time_it: bool = True, case_set: str = "cases",
-                 trials: int | None = None) -> Evaluation:
+                 trials: int | None = None, reference: bool = False) -> Evaluation:
+        started = time.perf_counter()
         violations = check_source(source, self.baseline, self.spec.entry)
         if violations:
             return Evaluation(stage="policy", error="; ".join(map(str, violations)))
-        job = {"bundle": str(self.bundle), "source": source, "seed": seed, "trials": trials or self.trials,
-               "backend": self.backend, "time": time_it, "case_set": case_set, "token": secrets.token_hex(16),
-               "workdir": str(self._log_dir)}
-        worker = self._take_worker()
         try:
-            result = worker.run(job, self.timeout)
-            if result.stage == "crashed" or "harness-error" in result.notes:
-                result.notes.append(f"worker output:\n{worker.output_tail()}")
-            return result
+            oracle = self._oracle_worker()
+        except BaselineError as exc:
+            return Evaluation(stage="baseline", error=str(exc), notes=["harness-error"])
+        except (PeerTimeout, PeerGone, WireError) as exc:
+            tail = self._oracle.output_tail() if self._oracle else ""
+            return Evaluation(stage="baseline", error=f"the oracle worker failed to start ({type(exc).__name__}):\n"
+                                                      f"{tail}", notes=["harness-error"])
+        cases = self.spec.held_out if case_set == "held_out" else self.spec.cases
+        candidate = self._take_candidate()
+        deadline = time.monotonic() + self.timeout
+        oracle.deadline = candidate.deadline = deadline
+        ev = Evaluation(stage="compile")
+        try:
+            info = self._load(candidate, "ks_candidate", source)
+            if not info.get("ok"):
+                ev.error = f"import failed: {info.get('error')}\n{info.get('traceback', '')}".strip()
+                ev.error = ev.error.replace(str(candidate.workdir / "ks_candidate") + "/", "")
+            else:
+                ev.stage = "correctness"
+                judge = Judge(self.spec, self.backend, oracle, candidate, self.exchange, self.backend.device,
+                              self.protocol)
+                run_protocol(judge, cases, int(seed), trials or self.trials, time_it, reference, ev, self._peak)
+                if ev.stage == "baseline":
+                    ev.notes.append("harness-error")
+        except PeerTimeout:
+            ev = Evaluation(stage="timeout", error=f"killed after {self.timeout:.0f} s (hard timeout)", cases=ev.cases)
+            self._restart_oracle_if_busy()
+        except (PeerGone, WireError, OSError) as exc:
+            ev = Evaluation(stage="crashed", cases=ev.cases,
+                            error=f"the candidate's worker broke the protocol or died ({type(exc).__name__}: {exc}); "
+                                  f"exit code {candidate.proc.poll()}; last output:\n{candidate.output_tail()}")
         finally:
-            worker.close()
+            candidate.close()
+            oracle.deadline = None
+        ev.env = self._environment()
+        ev.duration_s = time.perf_counter() - started
+        return ev
+
+    def _restart_oracle_if_busy(self) -> None:
+        """After a timeout the oracle may be mid-request: start a clean one next time."""
+        if self._oracle is not None:
+            self._oracle.close()
+            self._oracle = None
 
     def close(self) -> None:
-        if self._spare:
-            self._spare.close()
-            self._spare = None
-        shutil.rmtree(self._log_dir, ignore_errors=True)  # worker logs and the work folders of killed workers
+        for worker in (self._spare, self._oracle):
+            if worker is not None:
+                worker.close()
+        self._spare = self._oracle = None
+        shutil.rmtree(self.root, ignore_errors=True)
 
     def __enter__(self) -> "Evaluator":
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class BaselineError(Exception):
+    pass
+
+
+def _driver_version() -> str | None:
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20).stdout
+        return out.split("\n")[0].strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def copy_reference(root: Path, bundle: Path, reference: str | None, config_dir: Path | None = None) -> None:
+    """Copy the reference's file into ``bundle/reference/`` (from the repository, or beside the config)."""
+    if not reference:
+        return
+    file = reference.split(":")[0]
+    for base in (Path(root), config_dir):
+        if base is not None and (Path(base) / file).is_file():
+            dest = Path(bundle) / REFERENCE_DIR / file
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(Path(base) / file, dest)
+            return
+    raise FileNotFoundError(f"reference file {file} not found in {root}" + (f" or {config_dir}" if config_dir else ""))

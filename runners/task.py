@@ -19,6 +19,7 @@ import yaml
 
 TASK_FILE = "task.yaml"
 BASELINE_DIR = "baseline"
+REFERENCE_DIR = "reference"  # the torch reference's file, when the config names one
 
 
 @dataclass
@@ -62,10 +63,17 @@ class Case:
 
     symbols: dict[str, Any]
     dtype: str
+    origin: str = "config"  # config | captured (recorded from a call the repository's own tests made)
+    # Captured layout, as data: argument -> strides (elements) where the call passed a non-contiguous tensor,
+    # and argument -> scalar value where the call differed from the config's `value`.
+    strides: dict[str, list[int]] = field(default_factory=dict)
+    values: dict[str, Any] = field(default_factory=dict)
 
     @property
     def id(self) -> str:
         parts = [f"{k}={v}" if not isinstance(v, bool) else (k if v else f"no-{k}") for k, v in self.symbols.items()]
+        parts += [f"{k}={v}" for k, v in self.values.items()]
+        parts += [f"{k}:strided" for k in self.strides]
         return f"{','.join(parts)}/{self.dtype}"
 
 
@@ -81,6 +89,8 @@ class TaskSpec:
     written: list[str] = field(default_factory=list)  # arguments the entry may modify in place
     files: list[str] = field(default_factory=list)  # module + local helpers, relative paths
     target_commit: str | None = None
+    python: str | None = None  # interpreter the workers run in (the target's own environment); None: ours
+    import_paths: list[str] = field(default_factory=list)  # absolute dirs put first on the workers' sys.path
     # "module.py:function" in baseline/ or "reference.py:function" copied beside it: a plain torch version of
     # the op, timed through torch.compile as a peer column (what a maintainer would try instead).
     reference: str | None = None

@@ -1,77 +1,102 @@
-"""Device timing of kernel launches, as a serving engine sees them.
+"""Device timing inside a worker, over rotating input/output sets ("slots").
 
-The default is CUDA-graph replay: the launches of one call are captured once and replayed, so the host-side
-Python of the wrapper cannot leak into the device time (event timing around a Python call reported fake
-10-20x "speedups" at decode shapes on the H200). When a wrapper cannot be captured (it synchronises), the
-timer falls back to CUDA events around the calls and says so. Host overhead is measured on its own.
+One CUDA graph captures one call per slot, each slot with its own input tensors (and its own outputs, kept
+in the graph's pool). A sample is the device time of ``replays`` back-to-back replays, read with CUDA
+events, divided by the calls made. Host-side Python of the wrapper cannot leak into graph replay (event
+timing around a Python call reported fake 10-20x "speedups" at decode shapes on the H200); a wrapper that
+cannot be captured (it synchronises) falls back to events around direct calls, and says so.
+
+These numbers are the worker's claims. The judge corroborates them with its own clock over a replay on
+fresh values (``window``), whose outputs it then checks slot by slot (runners/judge.py).
 """
 from __future__ import annotations
 
-import statistics
 import time
-from dataclasses import dataclass
 from typing import Callable
 
 import torch
 
 
-@dataclass
-class Timing:
-    median_us: float
-    spread: float  # interquartile range / median
-    method: str  # cuda-graph | cuda-events
-    samples: int
-    run: Callable[[], None]  # one more sample: a graph replay, or one direct call
-    holder: list  # holder[0]: the outputs of the last timed call
-
-    @property
-    def outputs(self):
-        return self.holder[0]
+def _flat(out) -> list:
+    if isinstance(out, (tuple, list)):
+        return [x for item in out for x in _flat(item)]
+    return [out]
 
 
-def _events_ms(run: Callable[[], None]) -> float:
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    run()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end)
+def checksum(out) -> torch.Tensor:
+    """A commitment to an output's bytes, computed on the device (0-d int64)."""
+    total = None
+    for t in _flat(out):
+        if isinstance(t, torch.Tensor) and t.numel():
+            s = torch.sum(t.detach().contiguous().reshape(-1).view(torch.uint8), dtype=torch.int64)
+            total = s if total is None else total + s
+    return total if total is not None else torch.zeros((), dtype=torch.int64)
 
 
-def graph_runner(fn: Callable[[], object], calls: int, last_out: list) -> Callable[[], None] | None:
-    """A replay of ``calls`` back-to-back calls of ``fn`` captured in one CUDA graph, or None if uncapturable.
+class SlotTimer:
+    """Times ``fn`` over ``slots`` (keyword-argument dicts already on the device)."""
 
-    ``last_out`` receives the outputs of the last captured call: they hold what the replays computed, so the
-    timed work itself can be checked against the oracle afterwards.
-    """
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):  # warm-up on a side stream, as capture requires
-        fn()
-    torch.cuda.current_stream().wait_stream(stream)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    try:
-        with torch.cuda.graph(graph):
-            for _ in range(calls):
-                out = fn()
-        last_out[:] = [out]
-    except Exception:  # noqa: BLE001 - any capture failure means: time with events instead
+    def __init__(self, fn: Callable, slots: list[dict]):
+        self.fn = fn
+        self.slots = slots
+        self.outputs: list = [None] * len(slots)
+        self.graph: torch.cuda.CUDAGraph | None = None
+        self.method = "cuda-graph"
+
+    def prepare(self) -> str:
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):  # warm-up on a side stream, as capture requires
+            for k, kwargs in enumerate(self.slots):
+                self.outputs[k] = self.fn(**kwargs)
+        torch.cuda.current_stream().wait_stream(stream)
         torch.cuda.synchronize()
-        return None
-    torch.cuda.synchronize()
-    return graph.replay
+        graph = torch.cuda.CUDAGraph()
+        try:
+            with torch.cuda.graph(graph):
+                outs = [self.fn(**kwargs) for kwargs in self.slots]
+            self.outputs = outs
+            self.graph = graph
+        except Exception:  # noqa: BLE001 - any capture failure means: time direct calls with events
+            torch.cuda.synchronize()
+            self.graph, self.method = None, "cuda-events"
+        torch.cuda.synchronize()
+        return self.method
+
+    def run(self, replays: int = 1) -> None:
+        for _ in range(replays):
+            if self.graph is not None:
+                self.graph.replay()
+            else:
+                for k, kwargs in enumerate(self.slots):
+                    self.outputs[k] = self.fn(**kwargs)
+
+    def sample_us(self, replays: int) -> float:
+        """Device microseconds per call over ``replays`` replays of every slot."""
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        self.run(replays)
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) * 1000.0 / (replays * len(self.slots))
+
+    def refresh(self, values: list[dict]) -> None:
+        """New values behind the same input pointers, slot by slot (not timed)."""
+        for kwargs, fresh in zip(self.slots, values):
+            for name, value in fresh.items():
+                if isinstance(value, torch.Tensor):
+                    kwargs[name].copy_(value)
+        torch.cuda.synchronize()
+
+    def window(self, replays: int) -> tuple[float, list[int]]:
+        """The judge's corroboration run: ``replays`` replays, then a checksum of every slot's outputs.
+        Returns (claimed microseconds per call, checksums)."""
+        claimed = self.sample_us(replays)
+        sums = torch.stack([checksum(out) for out in self.outputs])
+        return claimed, [int(x) for x in sums.tolist()]
 
 
-def calls_per_sample(fn: Callable[[], object], target_us: float = 1000.0, max_calls: int = 500) -> int:
-    """How many calls make one sample last about ``target_us`` of device time (amortises launch gaps)."""
-    fn()
-    torch.cuda.synchronize()
-    per_call_us = _events_ms(lambda: [fn() for _ in range(5)]) * 1000 / 5
-    return max(1, min(max_calls, int(target_us / max(per_call_us, 0.5))))
-
-
-def host_overhead_us(fn: Callable[[], object], calls: int = 50) -> float:
+def host_overhead_us(fn: Callable[[], object], calls: int = 30) -> float:
     """Host time per call of the Python wrapper (launch cost), measured without waiting for the device."""
     torch.cuda.synchronize()
     t0 = time.perf_counter()
@@ -82,63 +107,37 @@ def host_overhead_us(fn: Callable[[], object], calls: int = 50) -> float:
     return (t1 - t0) * 1e6 / calls
 
 
-def _stats(samples: list[float]) -> tuple[float, float]:
-    med = statistics.median(samples)
-    if len(samples) < 4:
-        return med, 0.0
-    q = statistics.quantiles(samples, n=4)
-    return med, (q[2] - q[0]) / med if med else 0.0
-
-
-def time_interleaved(fns: list[Callable[[], object]], refill: Callable[[int], None], min_rounds: int = 10,
-                     max_rounds: int = 60, target_spread: float = 0.02) -> list[Timing]:
-    """Median device time per call of each function, sampled in alternating order until the spread is
-    ``target_spread`` or less (at most ``max_rounds`` rounds; the spread is reported either way).
-
-    Interleaving puts baseline and candidate under the same clocks and thermal state. A graph replays the
-    launches fixed at capture, so Python-side caching cannot react to repeated calls; a function that cannot
-    be captured is called once per sample instead, after ``refill(sample)`` has written new values into its
-    inputs, so that remembering earlier calls does not pay.
-    """
-    calls = calls_per_sample(fns[0])
-    timings = []
-    for fn in fns:
-        holder: list = [None]
-        replay = graph_runner(fn, calls, holder)
-        if replay is None:
-            def run_direct(fn=fn, holder=holder):
-                holder[0] = fn()
-            timings.append(Timing(0.0, 0.0, "cuda-events", 0, run_direct, holder))
-        else:
-            timings.append(Timing(0.0, 0.0, "cuda-graph", 0, replay, holder))
-    per_sample = [calls if t.method == "cuda-graph" else 1 for t in timings]
-    for t in timings:  # warm-up: caches, clocks, first-replay upload
-        for _ in range(3):
-            _events_ms(t.run)
-    samples: list[list[float]] = [[] for _ in fns]
-    for round_ in range(max_rounds):
-        order = range(len(fns)) if round_ % 2 == 0 else reversed(range(len(fns)))
-        for i in order:
-            if timings[i].method == "cuda-events":
-                refill(round_)
-            samples[i].append(_events_ms(timings[i].run) * 1000 / per_sample[i])
-        if round_ + 1 >= min_rounds and all(_stats(s)[1] <= target_spread for s in samples):
-            break
-    torch.cuda.synchronize()
-    for t, s in zip(timings, samples):
-        t.median_us, t.spread = _stats(s)
-        t.samples = len(s)
-    return timings
-
-
 def copy_bandwidth_gbs(nbytes: int = 1 << 30) -> float:
     """Measured device-to-device copy bandwidth (bytes read + written per second), the plausibility ceiling."""
     src = torch.empty(nbytes // 2, dtype=torch.uint8, device="cuda")
     dst = torch.empty_like(src)
-
-    def copy() -> None:
+    dst.copy_(src)
+    times = []
+    for _ in range(10):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
         dst.copy_(src)
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    times.sort()
+    return nbytes / (times[len(times) // 2] * 1e-3) / 1e9
 
-    copy()
-    ms = statistics.median([_events_ms(copy) for _ in range(10)])
-    return nbytes / (ms * 1e-3) / 1e9
+
+def device_kernels(fn: Callable[[], object]) -> list[tuple[str, float]]:
+    """(kernel name, device microseconds) of the kernels one call ran, from the profiler."""
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    out = []
+    for evt in prof.key_averages():
+        us = getattr(evt, "device_time_total", None)
+        if us is None:
+            us = getattr(evt, "cuda_time_total", 0.0)
+        if us:
+            out.append((evt.key, float(us)))
+    return out

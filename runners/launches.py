@@ -1,0 +1,106 @@
+"""Which Triton kernels a call launched, and the autotuners of a kernel module.
+
+Both run inside a worker. In the candidate's worker they are evidence, not proof: the judge uses them to
+refuse a candidate that launches no kernel of its own (a torch-only "kernel"), and to pin the oracle's
+autotuned configs on the candidate's copy of the same autotuner, so that both sides run the same config.
+"""
+from __future__ import annotations
+
+import functools
+from types import ModuleType
+
+from triton.runtime.autotuner import Autotuner
+from triton.runtime.jit import JITFunction
+
+_RECORD: list | None = None
+
+
+def _recording(run):
+    @functools.wraps(run)
+    def wrapper(self, *args, **kwargs):
+        if _RECORD is not None and not kwargs.get("warmup", False):
+            fn = getattr(self, "fn", None)
+            _RECORD.append((getattr(fn, "__module__", "?"), getattr(fn, "__name__", "?")))
+        return run(self, *args, **kwargs)
+
+    wrapper.__ks_recording__ = True
+    return wrapper
+
+
+def install() -> None:
+    """Record every launch of a ``@triton.jit`` function (compiled or interpreted). Call before any kernel
+    module is imported."""
+    classes = [JITFunction]
+    try:
+        from triton.runtime.interpreter import InterpretedFunction
+
+        classes.append(InterpretedFunction)
+    except ImportError:  # pragma: no cover - older Triton
+        pass
+    for cls in classes:
+        if not getattr(cls.run, "__ks_recording__", False):
+            cls.run = _recording(cls.run)
+
+
+class Recorder:
+    """``with Recorder() as launched:`` collects (module, kernel name) of each launch inside the block."""
+
+    def __enter__(self) -> list:
+        global _RECORD
+        self.launched: list = []
+        _RECORD = self.launched
+        return self.launched
+
+    def __exit__(self, *exc) -> None:
+        global _RECORD
+        _RECORD = None
+
+
+def autotuners(module: ModuleType) -> dict[str, Autotuner]:
+    """Module-level autotuned kernels by name (an Autotuner may sit under ``triton.heuristics``)."""
+    found = {}
+    for name, value in vars(module).items():
+        obj, depth = value, 0
+        while obj is not None and depth < 4:
+            if isinstance(obj, Autotuner):
+                found[name] = obj
+                break
+            obj, depth = getattr(obj, "fn", None), depth + 1
+    return found
+
+
+def config_names(tuner: Autotuner) -> list[str]:
+    return [str(c) for c in tuner.configs]
+
+
+def pin_first_config(module: ModuleType) -> None:
+    """On the CPU interpreter autotuning cannot benchmark: both sides run the first config."""
+    for tuner in autotuners(module).values():
+        tuner.configs = tuner.configs[:1]
+
+
+def autotune_state(module: ModuleType) -> dict:
+    """What the autotuners chose so far: {kernel: {"configs": [...], "chosen": [[key, config], ...]}}."""
+    state = {}
+    for name, tuner in autotuners(module).items():
+        state[name] = {"configs": config_names(tuner), "key": list(tuner.keys),
+                       "chosen": [[list(k), str(c)] for k, c in tuner.cache.items()]}
+    return state
+
+
+def pin(module: ModuleType, state: dict) -> dict:
+    """Give the candidate's autotuners the oracle's choices where their config lists are the same.
+
+    Returns {kernel: "pinned" | "own configs"} for the report."""
+    outcome = {}
+    for name, tuner in autotuners(module).items():
+        theirs = state.get(name)
+        if not theirs or theirs.get("configs") != config_names(tuner):
+            outcome[name] = "own configs"
+            continue
+        by_name = {str(c): c for c in tuner.configs}
+        for key, config in theirs.get("chosen", []):
+            if config in by_name:
+                tuner.cache[tuple(key)] = by_name[config]
+        outcome[name] = "pinned"
+    return outcome

@@ -1,0 +1,188 @@
+"""What crosses between the judge and its workers: length-prefixed JSON messages over private pipes, and
+tensors as raw bytes in files on shared memory (``/dev/shm`` where it exists).
+
+Nothing that a worker sends is unpickled or executed by the judge. A tensor comes back as a JSON header
+(dtype, shape, strides, byte count) and a file of exactly that many bytes; the judge builds a new, plain,
+dense tensor from the bytes, so a ``torch.Tensor`` subclass, a lazy value or a view with odd strides cannot
+cross. The judge owns its copy: the worker can no longer touch it once it is read.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import select
+import struct
+import time
+from pathlib import Path
+
+import torch
+
+MAX_MESSAGE = 16 << 20  # a JSON message is small; tensors travel as files
+DTYPES = {
+    "float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32, "float64": torch.float64,
+    "int8": torch.int8, "int16": torch.int16, "int32": torch.int32, "int64": torch.int64,
+    "uint8": torch.uint8, "bool": torch.bool,
+}
+DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
+
+
+class WireError(Exception):
+    """A message or a tensor file that does not follow the protocol (a broken or hostile worker)."""
+
+
+class PeerTimeout(Exception):
+    pass
+
+
+class PeerGone(Exception):
+    pass
+
+
+def shm_root() -> Path:
+    return Path("/dev/shm") if Path("/dev/shm").is_dir() and os.access("/dev/shm", os.W_OK) else Path("/tmp")
+
+
+class Channel:
+    """One direction in, one out: ``send`` a dict, ``recv`` a dict (with a deadline on the judge's side)."""
+
+    def __init__(self, read_fd: int, write_fd: int):
+        self.read_fd, self.write_fd = read_fd, write_fd
+
+    def send(self, message: dict) -> None:
+        data = json.dumps(message, allow_nan=True).encode()
+        payload = struct.pack("<I", len(data)) + data
+        view = memoryview(payload)
+        while view:
+            n = os.write(self.write_fd, view)
+            view = view[n:]
+
+    def _read_exact(self, n: int, deadline: float | None) -> bytes:
+        chunks, got = [], 0
+        while got < n:
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0 or not select.select([self.read_fd], [], [], left)[0]:
+                    raise PeerTimeout()
+            chunk = os.read(self.read_fd, min(n - got, 1 << 20))
+            if not chunk:
+                raise PeerGone()
+            chunks.append(chunk)
+            got += len(chunk)
+        return b"".join(chunks)
+
+    def recv(self, timeout: float | None = None) -> dict:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        (size,) = struct.unpack("<I", self._read_exact(4, deadline))
+        if size > MAX_MESSAGE:
+            raise WireError(f"message of {size} bytes is over the {MAX_MESSAGE} byte limit")
+        try:
+            message = json.loads(self._read_exact(size, deadline))
+        except ValueError as exc:
+            raise WireError(f"not JSON: {exc}") from None
+        if not isinstance(message, dict):
+            raise WireError("a message must be a JSON object")
+        return message
+
+    def close(self) -> None:
+        for fd in (self.read_fd, self.write_fd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def write_tensor(folder: Path, name: str, tensor: torch.Tensor) -> dict:
+    """Write ``tensor``'s values (dense, row-major) to ``folder/name``; returns its header."""
+    t = tensor.detach()
+    strides = list(t.stride())
+    flat = t.contiguous().reshape(-1)
+    if flat.device.type != "cpu":
+        flat = flat.cpu()
+    path = Path(folder) / name
+    raw = flat.view(torch.uint8) if flat.numel() else torch.empty(0, dtype=torch.uint8)
+    raw.numpy().tofile(path)
+    return {"kind": "tensor", "file": str(path), "dtype": DTYPE_NAMES[t.dtype], "shape": list(t.shape),
+            "strides": strides, "nbytes": int(raw.numel())}
+
+
+def _check_header(meta: dict) -> tuple[torch.dtype, list[int], int]:
+    if not isinstance(meta, dict) or meta.get("kind") != "tensor":
+        raise WireError("expected a tensor header")
+    dtype = DTYPES.get(meta.get("dtype"))
+    if dtype is None:
+        raise WireError(f"unsupported dtype {meta.get('dtype')!r}")
+    shape = meta.get("shape")
+    if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape) or len(shape) > 8:
+        raise WireError(f"bad shape {shape!r}")
+    numel = math.prod(shape)
+    nbytes = numel * torch.empty(0, dtype=dtype).element_size()
+    if meta.get("nbytes") != nbytes:
+        raise WireError(f"header says {meta.get('nbytes')} bytes, a {meta['dtype']} tensor of shape {shape} has {nbytes}")
+    return dtype, shape, nbytes
+
+
+def read_tensor(meta: dict, folder: Path, max_bytes: int, device: str = "cpu") -> torch.Tensor:
+    """A new dense tensor from a header and its file, which must lie in ``folder`` and hold exactly the
+    announced bytes (at most ``max_bytes``)."""
+    dtype, shape, nbytes = _check_header(meta)
+    if nbytes > max_bytes:
+        raise WireError(f"a tensor of {nbytes} bytes is larger than the {max_bytes} bytes allowed here")
+    path = Path(str(meta.get("file", "")))
+    if path.resolve().parent != Path(folder).resolve():
+        raise WireError("tensor file outside the exchange folder")
+    with open(path, "rb") as f:
+        data = f.read(nbytes + 1)
+    if len(data) != nbytes:
+        raise WireError(f"tensor file holds {len(data)} bytes, the header says {nbytes}")
+    raw = torch.frombuffer(bytearray(data), dtype=torch.uint8) if nbytes else torch.empty(0, dtype=torch.uint8)
+    tensor = raw.view(dtype).reshape(shape)
+    return tensor.to(device) if device != "cpu" else tensor
+
+
+def encode_value(folder: Path, prefix: str, value) -> dict:
+    """An entry's result (a tensor, a scalar, None, or a tuple/list of them) as a JSON structure."""
+    if isinstance(value, torch.Tensor):
+        return write_tensor(folder, f"{prefix}.bin", value)
+    if isinstance(value, (tuple, list)):
+        return {"kind": "seq", "items": [encode_value(folder, f"{prefix}_{i}", v) for i, v in enumerate(value)]}
+    if value is None:
+        return {"kind": "none"}
+    if isinstance(value, (bool, int, float)):
+        return {"kind": "scalar", "value": value}
+    return {"kind": "other", "type": type(value).__name__}
+
+
+def decode_value(meta, folder: Path, max_bytes: int, device: str = "cpu", budget: list | None = None):
+    """The judge's side of ``encode_value``. Unknown kinds become a marker string that never compares equal
+    to a real output. ``budget`` (a one-element list) bounds the total bytes read."""
+    budget = budget if budget is not None else [max_bytes]
+    if not isinstance(meta, dict):
+        raise WireError("bad value header")
+    kind = meta.get("kind")
+    if kind == "tensor":
+        tensor = read_tensor(meta, folder, budget[0], device)
+        budget[0] -= tensor.numel() * tensor.element_size()
+        return tensor
+    if kind == "seq":
+        items = meta.get("items")
+        if not isinstance(items, list) or len(items) > 64:
+            raise WireError("bad sequence")
+        return [decode_value(m, folder, max_bytes, device, budget) for m in items]
+    if kind == "none":
+        return None
+    if kind == "scalar":
+        value = meta.get("value")
+        if not isinstance(value, (bool, int, float)):
+            raise WireError("bad scalar")
+        return value
+    return f"<unsupported output type {str(meta.get('type'))[:40]}>"
+
+
+def tensor_layouts(meta) -> list:
+    """(dtype, shape, strides) of every tensor in an encoded value, in order (for the judge's type check)."""
+    if isinstance(meta, dict) and meta.get("kind") == "tensor":
+        return [(meta["dtype"], meta["shape"], meta.get("strides"))]
+    if isinstance(meta, dict) and meta.get("kind") == "seq":
+        return [x for m in meta.get("items", []) for x in tensor_layouts(m)]
+    return []
