@@ -94,8 +94,6 @@ class TaskSpec:
     # "module.py:function" in baseline/ or "reference.py:function" copied beside it: a plain torch version of
     # the op, timed through torch.compile as a peer column (what a maintainer would try instead).
     reference: str | None = None
-    python: str | None = None  # interpreter the workers run under (the target's own environment); None: ours
-    import_paths: list[str] = field(default_factory=list)  # absolute folders put on the workers' sys.path
 
     def tolerance(self, dtype: str) -> Tolerance:
         return self.tolerances.get(dtype) or DEFAULT_TOLERANCES.get(dtype) or Tolerance(0.0, 0.0)
