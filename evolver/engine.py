@@ -1,0 +1,147 @@
+"""Assembling a search for one job: operators, models, archive, run store and budgets, from plain options.
+
+With no models file the search is the offline launch-parameter tuner alone and needs no network. With one,
+the LLM operators (full rewrite of the EVOLVE region, SEARCH/REPLACE diffs) join the tuner, on islands.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import random
+import secrets
+import shutil
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from .archive import Archive
+from .budget import PRESETS, Budget
+from .candidate import Candidate
+from .llm_operators import LLMOperator
+from .loop import Search, SearchConfig, SearchSummary
+from .operators import LaunchTuner
+from .prompts import PromptBuilder
+from .providers import Ensemble, load_models
+from .store import STORE_FILE, RunStore
+
+log = logging.getLogger("kernelsmith")
+LLM_OPERATORS = ("rewrite", "diff")
+
+
+@dataclass
+class EngineOptions:
+    budget: int = 24  # evaluations
+    models: Path | None = None  # YAML file of models and prices; None: tuner only, no network
+    preset: str | None = None  # kernel-smith: 40 rounds, temperature 0.6, top-p 0.95
+    operators: list[str] | None = None  # tuner, rewrite, diff; default: tuner (+ rewrite, diff with models)
+    islands: int | None = None  # default: 1 for the tuner alone, 4 with LLM operators
+    in_flight: int | None = None  # default: 1 for the tuner alone (reproducible), 4 with LLM operators
+    rounds: int | None = None
+    wall_s: float | None = None
+    tokens: int | None = None
+    money: float | None = None
+    stagnation: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    token_budget: int = 16000  # prompt tokens
+    resume_from: Path | None = None  # a run store to continue from
+    job: dict = field(default_factory=dict)  # the caller's options, saved for `kernelsmith resume`
+
+
+class ChangeDescriber:
+    """``describe(genome)`` for the report: knob changes for tuner candidates, the model for rewrites."""
+
+    def __init__(self, tuner: LaunchTuner):
+        self.tuner, self.knobs = tuner, tuner.knobs
+
+    def describe(self, genome: dict) -> list[str]:
+        if genome.get("model"):
+            return [(f"{genome.get('operator', 'rewrite')} by model {genome['model']} "
+                    f"(accepted after {genome.get('attempts', 1)} attempt(s))")]
+        return self.tuner.describe(genome)
+
+
+@dataclass
+class Engine:
+    archive: Archive
+    summary: SearchSummary
+    describer: ChangeDescriber
+    store: RunStore
+
+
+def _operators(opts: EngineOptions, builder_factory, ensemble, temperature, top_p, baseline: str) -> list:
+    names = opts.operators or (["tuner", *LLM_OPERATORS] if ensemble else ["tuner"])
+    ops = []
+    for name in names:
+        if name == "tuner":
+            ops.append(LaunchTuner(baseline))
+        elif name in LLM_OPERATORS:
+            if ensemble is None:
+                raise ValueError(f"operator {name!r} needs models (--models FILE)")
+            ops.append(LLMOperator(name, ensemble, builder_factory(), temperature, top_p))
+        else:
+            raise ValueError(f"unknown operator {name!r}: use tuner, rewrite or diff")
+    return ops
+
+
+def run_search(evaluator, baseline: Candidate, opts: EngineOptions, out: Path, seed: int,
+               on_result: Callable[[Candidate], None] = lambda c: None, archive: Archive | None = None,
+               evaluate: Callable[[Candidate], object] | None = None) -> Engine:
+    """Run the search for a job whose baseline is already evaluated; everything is stored in ``out/run.sqlite``."""
+    preset = PRESETS.get(opts.preset or "default")
+    if preset is None:
+        raise ValueError(f"unknown preset {opts.preset!r}: use {', '.join(PRESETS)}")
+    temperature = opts.temperature if opts.temperature is not None else preset["temperature"]
+    top_p = opts.top_p if opts.top_p is not None else preset["top_p"]
+    rounds = opts.rounds if opts.rounds is not None else preset["rounds"]
+    ensemble = Ensemble(load_models(opts.models)) if opts.models else None
+    llm = ensemble is not None and any(o in LLM_OPERATORS for o in (opts.operators or LLM_OPERATORS))
+    islands = opts.islands or (4 if llm else 1)
+    in_flight = opts.in_flight or (4 if llm else 1)
+    device = baseline.evaluation.env.device if baseline.evaluation and baseline.evaluation.env else None
+
+    def builder():
+        return PromptBuilder(evaluator.spec, evaluator.baseline, evaluator.backend, device, opts.token_budget)
+
+    operators = _operators(opts, builder, ensemble, temperature, top_p, baseline.source)
+    tuner = next((op for op in operators if isinstance(op, LaunchTuner)), None) or LaunchTuner(baseline.source)
+    archive = archive if archive is not None else Archive(islands=islands)
+    archive.add(baseline)
+    store_path = Path(out) / STORE_FILE
+    if opts.resume_from and Path(opts.resume_from).resolve() != store_path.resolve():
+        shutil.copyfile(opts.resume_from, store_path)
+    store = RunStore(store_path)
+    config = SearchConfig(Budget(evaluations=opts.budget, rounds=rounds, wall_s=opts.wall_s, tokens=opts.tokens,
+                                 money=opts.money, stagnation=opts.stagnation),
+                          in_flight=in_flight, round_size=islands)
+    evaluate = evaluate or (lambda c: evaluator.evaluate(c.source, secrets.randbits(62)))
+    search = Search(archive, operators, [evaluate], config, random.Random(seed), store, ensemble, on_result)
+    state = store.get("state")
+    if state:  # resume: the archive, the random and bandit state, the counters; pending candidates re-queued
+        if store.get("baseline_sha256") != baseline.sha256:
+            raise ValueError("the kernel changed since this run started: its baseline source differs")
+        previous = store.load_candidates()
+        for cand in previous:
+            if cand.id != 0 and cand.evaluation is not None:
+                archive.add(cand)
+                search.by_id[cand.id] = cand
+        search.restore(state, [c for c in previous if c.evaluation is None and c.id != 0])
+        log.info("resumed: %d evaluated, %d pending", search.n.evaluated, len(search.pending))
+    else:
+        store.add_candidate(baseline, "evaluated")
+        store.put("baseline_sha256", baseline.sha256)
+        store.put("options", {**{k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(opts).items()
+                                 if k != "job"}, "seed": seed})
+        store.put("job", opts.job)
+    log.info("search: operators %s, islands %d, in flight %d, budget %s", [op.name for op in operators], islands,
+             in_flight, config.budget.to_dict())
+    summary = search.run()
+    for cand in archive.candidates:  # name the operator in the genome, for the report's list of changes
+        if cand.genome.get("model"):
+            cand.genome.setdefault("operator", cand.operator)
+    (Path(out) / "search.json").write_text(json.dumps(
+        {"stop": summary.stop, "evaluated": summary.evaluated, "duplicates_rejected": summary.duplicates_rejected,
+         "rejected_proposals": summary.rejected_proposals, "models": summary.usage,
+         "operators": [op.name for op in operators], "islands": islands, "migrations": archive.migrations,
+         "best": archive.best_correct().id if archive.best_correct() else None}, indent=2))
+    return Engine(archive, summary, ChangeDescriber(tuner), store)
