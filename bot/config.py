@@ -5,16 +5,25 @@ Validation errors name the file and line, so a maintainer can fix the config wit
 from __future__ import annotations
 
 import itertools
+import shlex
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from runners.inputs import eval_dim
 from runners.task import ArgSpec, Case, TaskSpec, Tolerance
 
 from .errors import UserError
+from .repo_tests import parse_test
 
 CONFIG_PATH = ".github/kernelsmith.yml"
 Dtype = Literal["float16", "bfloat16", "float32"]
@@ -56,10 +65,36 @@ class ToleranceConfig(_Strict):
     rtol: float = Field(ge=0)
 
 
+class TestConfig(_Strict):
+    """The mapping form of `test:`; it is stored as the equivalent one-line string."""
+
+    path: str | list[str] | None = None
+    k: str | None = None
+    command: str | None = None
+
+    @model_validator(mode="after")
+    def _one_form(self):
+        if (self.path is None) == (self.command is None):
+            raise ValueError("`test` takes either `path` (pytest paths or node ids, with an optional `k`) "
+                             "or `command`")
+        if self.command is not None and self.k is not None:
+            raise ValueError("`k` goes with `path`; put `-k` into the command itself")
+        return self
+
+    def as_text(self) -> str:
+        if self.command is not None:
+            return self.command
+        paths = [self.path] if isinstance(self.path, str) else list(self.path)
+        return shlex.join([*paths, *(["-k", self.k] if self.k else [])])
+
+
 class KernelConfig(_Strict):
     path: str
     entry: str
-    test: str
+    test: str  # a pytest path or node id (with -k), or a command; the mapping form is turned into this text
+    python: str | None = None  # overrides the top-level `python:` for this kernel
+    capture: bool = True  # run the test once and add the entry's recorded calls as cases
+    captured_cases: int = Field(default=6, ge=0, le=64)  # at most this many captured cases are kept
     backends: list[Literal["triton"]] = ["triton"]
     dtypes: list[Dtype] = Field(default_factory=lambda: ["float16"], min_length=1)
     tolerances: dict[Dtype, ToleranceConfig] = {}
@@ -71,11 +106,24 @@ class KernelConfig(_Strict):
     # through torch.compile as a peer column in the report
     reference: str | None = Field(default=None, pattern=r"^[\w./-]+\.py:\w+$")
 
-    @field_validator("path", "test")
+    @field_validator("test", mode="before")
+    @classmethod
+    def _test_text(cls, v: Any) -> Any:
+        if isinstance(v, dict):
+            return TestConfig.model_validate(v).as_text()
+        return v
+
+    @field_validator("path")
     @classmethod
     def _relative(cls, v: str) -> str:
         if v.startswith("/") or ".." in Path(v).parts:
             raise ValueError("must be a path relative to the repository root")
+        return v
+
+    @field_validator("test")
+    @classmethod
+    def _test_parses(cls, v: str) -> str:
+        parse_test(v)  # raises ValueError with the reason
         return v
 
     @model_validator(mode="after")
@@ -97,7 +145,19 @@ class KernelConfig(_Strict):
 
 class Config(_Strict):
     version: Literal[1] = 1
+    # The interpreter that runs the workers and the tests: a path (relative to the repository root, or
+    # absolute), a virtual environment's folder, or a command on PATH. Default: kernelsmith's own Python.
+    python: str | None = None
+    env: dict[str, str] = {}  # extra environment variables for the repository's tests and the capture run
     kernels: dict[str, KernelConfig] = Field(min_length=1)
+    # The GitHub App (bot/app), in the style of dependabot.yml: scheduled scans, open-PR limit, PR labels, drafts.
+    schedule: dict[Literal["interval"], Literal["hourly", "daily", "weekly"]] | None = None
+    open_pull_requests_limit: int = Field(default=5, ge=0)
+    labels: list[str] = []
+    draft: bool = False
+
+    def python_for(self, kernel: KernelConfig) -> str | None:
+        return kernel.python or self.python
 
 
 def _line_of(node: yaml.Node | None, loc: tuple) -> int | None:

@@ -1,8 +1,10 @@
 """The target checkout: a git repository (or a folder inside one) holding the kernels and their tests."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+import shutil
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 import git
 
@@ -14,6 +16,7 @@ class Target:
     root: Path  # the folder given on the command line (holds .github/kernelsmith.yml)
     repo: git.Repo
     prefix: PurePosixPath  # root relative to the repository's top level ('.' when they are the same)
+    tests: Any = field(default=None)  # bot.repo_tests.TestSettings, set once the config is read
 
     @property
     def commit(self) -> str:
@@ -55,3 +58,25 @@ def ensure_committed(target: Target, paths: list[str]) -> None:
         raise UserError(f"uncommitted changes to {names}",
                         "kernelsmith evaluates, tests and applies against the committed version; commit or "
                         "stash those changes and run again.")
+
+
+def resolve_python(root: Path, value: str | None, where: str) -> str | None:
+    """The interpreter named by `python:` as an absolute path (None: kernelsmith's own).
+
+    ``value`` is a path relative to the repository root or absolute, a virtual environment's folder, or a
+    command on PATH (``python3.11``)."""
+    if not value:
+        return None
+    path = Path(value).expanduser()
+    path = path if path.is_absolute() else Path(root) / path
+    if path.is_dir():
+        path = next((p for p in (path / "bin" / "python", path / "Scripts" / "python.exe") if p.is_file()), path)
+    if path.is_file():
+        return str(path.absolute())
+    found = shutil.which(value) if "/" not in value else None
+    if found:
+        return found
+    raise UserError(f"`python: {value}` in {where} is neither an interpreter, a virtual environment's folder, "
+                    f"nor a command on PATH (looked for {path})",
+                    "Point `python:` at the target's interpreter, e.g. `.venv/bin/python` (relative to the "
+                    "repository root) or an absolute path, or remove it to use kernelsmith's own Python.")

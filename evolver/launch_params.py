@@ -1,10 +1,15 @@
 """Launch parameters of a kernel module: where Triton kernels are launched and which knobs are free to move.
 
 A launch site is ``kernel[grid](..., BLOCK_M=4, num_warps=4)`` where ``kernel`` is a ``@triton.jit`` function
-of the module. Knobs are ``num_warps`` and ``num_stages`` (added when absent) and tile-size ``tl.constexpr``
-keywords written as power-of-two literals. Computed constexprs (``BLOCK_N=next_power_of_2(n)``) are left
-alone: correctness usually depends on them. Edits are spliced into the original text, so a champion's diff
-touches only the numbers that changed.
+of the module, inside a function the entry reaches. Knobs of a plain launch are ``num_warps`` and
+``num_stages`` (added when absent) and tile-size ``tl.constexpr`` keywords written as power-of-two literals.
+Computed constexprs (``BLOCK_N=next_power_of_2(n)``) are left alone: correctness usually depends on them.
+
+An ``@triton.autotune`` kernel pins nothing at its launch (its configs decide); its knobs sit on the decorator:
+``configs`` (the original list, one config pinned, the configs that share one value, or the list widened by
+more warps and stages) and ``key`` (the original key, or the key with one more scalar argument, so that shapes
+the key could not tell apart get their own choice). Edits are spliced into the original text by byte offset,
+so a champion's diff touches only what changed.
 """
 from __future__ import annotations
 
@@ -13,19 +18,30 @@ from dataclasses import dataclass
 
 WARPS = ("1", "2", "4", "8", "16", "32")
 NUM_STAGES = ("1", "2", "3", "4")
+MAX_PINS = 24  # at most this many single-config choices per autotuned kernel
 
 
 @dataclass(frozen=True)
 class Knob:
-    site: int  # index of the launch site in source order
+    site: int  # index of the launch site (kind "launch") or of the autotuned kernel (kind "autotune")
     line: int
     kernel: str
     name: str
     choices: tuple[str | None, ...]  # choice 0 is the original text (None: keyword absent)
+    kind: str = "launch"  # launch | autotune
+    labels: tuple[str, ...] = ()  # readable names of the choices (autotune knobs)
 
     @property
     def key(self) -> str:
+        if self.kind == "autotune":
+            return f"{self.kernel}@autotune.{self.name}"
         return f"{self.kernel}#{self.site}.{self.name}"
+
+    def label(self, choice: int) -> str:
+        if self.labels:
+            return self.labels[choice]
+        text = self.choices[choice]
+        return text if text is not None else "(default)"
 
 
 def _decorator_names(fn: ast.FunctionDef) -> set[str]:
@@ -47,21 +63,41 @@ def jit_kernels(tree: ast.Module) -> dict[str, bool]:
     return kernels
 
 
-def launch_sites(tree: ast.Module) -> list[tuple[str, ast.Call]]:
+def reachable(tree: ast.Module, entry: str | None) -> set[str] | None:
+    """Top-level functions and classes the entry reaches by name (None: no entry given, all count)."""
+    if entry is None:
+        return None
+    defs = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    seen, todo = set(), [entry]
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in defs:
+            continue
+        seen.add(name)
+        todo += [n.id for n in ast.walk(defs[name]) if isinstance(n, ast.Name) and n.id in defs]
+    return seen
+
+
+def launch_sites(tree: ast.Module, entry: str | None = None, autotuned: bool = False) -> list[tuple[str, ast.Call]]:
+    """``kernel[grid](...)`` calls in functions the entry reaches; plain kernels, or autotuned ones."""
     kernels = jit_kernels(tree)
+    keep = reachable(tree, entry)
     sites = []
-    for node in ast.walk(tree):
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript)
-                and isinstance(node.func.value, ast.Name) and node.func.value.id in kernels
-                and not kernels[node.func.value.id]):  # autotuned launches must not pin their own configs
-            sites.append((node.func.value.id, node))
+    for top in tree.body:
+        if keep is not None and getattr(top, "name", None) not in keep:
+            continue
+        for node in ast.walk(top):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript)
+                    and isinstance(node.func.value, ast.Name) and node.func.value.id in kernels
+                    and kernels[node.func.value.id] == autotuned):
+                sites.append((node.func.value.id, node))
     return sorted(sites, key=lambda s: (s[1].lineno, s[1].col_offset))
 
 
 def _pow2_literal(node: ast.expr) -> int | None:
-    if isinstance(node, ast.Constant) and type(node.value) is int and node.value > 0:
-        if node.value & (node.value - 1) == 0:
-            return node.value
+    if isinstance(node, ast.Constant) and type(node.value) is int and node.value > 0 \
+            and node.value & (node.value - 1) == 0:
+        return node.value
     return None
 
 
@@ -74,10 +110,179 @@ def _tile_choices(value: int) -> tuple[str, ...]:
     return tuple(out)
 
 
-def find_knobs(source: str) -> list[Knob]:
+# ---- autotune: read the decorator's configs (literal lists and simple comprehensions) ----------------------
+
+@dataclass(frozen=True)
+class TuneConfig:
+    kwargs: tuple[tuple[str, object], ...]  # the meta-parameters
+    num_warps: int | None
+    num_stages: int | None
+
+    def text(self, config_call: str) -> str:
+        meta = ", ".join(f"{k!r}: {v!r}" for k, v in self.kwargs)
+        extra = "".join(f", {n}={v}" for n, v in (("num_warps", self.num_warps), ("num_stages", self.num_stages))
+                        if v is not None)
+        return f"{config_call}({{{meta}}}{extra})"
+
+    @property
+    def label(self) -> str:
+        parts = [f"{k}={v}" for k, v in self.kwargs]
+        parts += [f"{n}={v}" for n, v in (("num_warps", self.num_warps), ("num_stages", self.num_stages)) if v]
+        return ", ".join(parts)
+
+
+class _NotStatic(Exception):
+    pass
+
+
+def _static(node: ast.expr, env: dict):
+    """A config list's value without running target code: constants, lists, comprehensions, Config calls."""
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Name):
+        if node.id in env:
+            return env[node.id]
+        raise _NotStatic(node.id)
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return [_static(e, env) for e in node.elts]
+    if isinstance(node, ast.Dict):
+        return {_static(k, env): _static(v, env) for k, v in zip(node.keys, node.values)}
+    if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) == "Config":
+        meta = _static(node.args[0], env) if node.args else {}
+        kw = {k.arg: _static(k.value, env) for k in node.keywords if k.arg}
+        if not isinstance(meta, dict) or set(kw) - {"num_warps", "num_stages", "num_ctas", "maxnreg"}:
+            raise _NotStatic("Config")
+        return TuneConfig(tuple(meta.items()), kw.get("num_warps"), kw.get("num_stages"))
+    if isinstance(node, ast.ListComp):
+        out: list = []
+
+        def loop(i: int, scope: dict) -> None:
+            if i == len(node.generators):
+                out.append(_static(node.elt, scope))
+                return
+            gen = node.generators[i]
+            if not isinstance(gen.target, ast.Name):
+                raise _NotStatic("target")
+            for value in _static(gen.iter, scope):
+                inner = {**scope, gen.target.id: value}
+                if all(_static(cond, inner) for cond in gen.ifs):
+                    loop(i + 1, inner)
+
+        loop(0, env)
+        return out
+    if isinstance(node, ast.Compare) and len(node.ops) == 1:
+        a, b = _static(node.left, env), _static(node.comparators[0], env)
+        table = {ast.Lt: lambda: a < b, ast.LtE: lambda: a <= b, ast.Gt: lambda: a > b, ast.GtE: lambda: a >= b,
+                 ast.Eq: lambda: a == b, ast.NotEq: lambda: a != b}
+        if type(node.ops[0]) in table:
+            return table[type(node.ops[0])]()
+    raise _NotStatic(type(node).__name__)
+
+
+@dataclass
+class Autotuned:
+    kernel: str
+    line: int
+    configs_node: ast.expr
+    key_node: ast.expr | None
+    configs: list[TuneConfig]
+    key: list[str]
+    scalars: list[str]  # kernel parameters that look like scalars (never a load/store address)
+    config_call: str  # how the module spells triton.Config
+
+
+def _scalar_params(fn: ast.FunctionDef, constexprs: set[str]) -> list[str]:
+    params = [a.arg for a in fn.args.args]
+    pointers = set()
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", "") in ("load", "store", "atomic_add") \
+                and node.args:
+            pointers |= {n.id for n in ast.walk(node.args[0]) if isinstance(n, ast.Name)}
+        if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+            pointers.add(node.target.id)
+    return [p for p in params if p not in pointers and p not in constexprs]
+
+
+def autotuned_kernels(tree: ast.Module, source: str, entry: str | None = None) -> list[Autotuned]:
+    """Autotuned kernels launched from code the entry reaches, with configs that read statically."""
+    launched = {name for name, _ in launch_sites(tree, entry, autotuned=True)}
+    out = []
+    for node in tree.body:
+        if not (isinstance(node, ast.FunctionDef) and node.name in launched):
+            continue
+        for dec in node.decorator_list:
+            if not (isinstance(dec, ast.Call) and getattr(dec.func, "attr", getattr(dec.func, "id", "")) == "autotune"):
+                continue
+            kw = {k.arg: k.value for k in dec.keywords if k.arg}
+            configs_node = kw.get("configs", dec.args[0] if dec.args else None)
+            key_node = kw.get("key", dec.args[1] if len(dec.args) > 1 else None)
+            try:
+                configs = _static(configs_node, {}) if configs_node is not None else []
+                key = _static(key_node, {}) if key_node is not None else []
+            except (_NotStatic, TypeError, IndexError, KeyError):
+                continue  # configs built at run time: left alone
+            if not configs or not all(isinstance(c, TuneConfig) for c in configs):
+                continue
+            call = next((n for n in ast.walk(configs_node) if isinstance(n, ast.Call)), None)
+            config_call = ast.get_source_segment(source, call.func) if call is not None else "triton.Config"
+            tuned = {k for c in configs for k, _ in c.kwargs}
+            out.append(Autotuned(node.name, node.lineno, configs_node, key_node, configs, list(key),
+                                 _scalar_params(node, tuned), config_call))
+    return out
+
+
+def _config_list(configs: list[TuneConfig], call: str) -> str:
+    return "[" + ", ".join(c.text(call) for c in configs) + "]"
+
+
+def _widened(configs: list[TuneConfig]) -> list[TuneConfig]:
+    extra = []
+    for c in configs:
+        for warps in {(c.num_warps or 4) * 2, max(1, (c.num_warps or 4) // 2)}:
+            for stages in {c.num_stages or 2, (c.num_stages or 2) + 1}:
+                new = TuneConfig(c.kwargs, min(warps, 32), stages)
+                if new not in configs and new not in extra:
+                    extra.append(new)
+    return configs + extra[: max(4, len(configs))]
+
+
+def autotune_knobs(tuned: Autotuned, index: int) -> list[Knob]:
+    orig_configs = "(as written)"
+    call = tuned.config_call
+    texts: list[str | None] = [None]
+    labels = [orig_configs]
+    step = max(1, len(tuned.configs) // MAX_PINS + (len(tuned.configs) % MAX_PINS > 0))
+    for c in tuned.configs[::step]:
+        texts.append(_config_list([c], call))
+        labels.append(f"pin {c.label}")
+    groups: dict[str, list[TuneConfig]] = {}
+    for c in tuned.configs:
+        for k, v in [*c.kwargs, ("num_warps", c.num_warps), ("num_stages", c.num_stages)]:
+            groups.setdefault(f"{k}={v}", []).append(c)
+    for label, members in groups.items():
+        if 1 < len(members) < len(tuned.configs):
+            texts.append(_config_list(members, call))
+            labels.append(f"only configs with {label}")
+    texts.append(_config_list(_widened(tuned.configs), call))
+    labels.append("more configs (warps x2 and /2, one more stage)")
+    knobs = [Knob(index, tuned.line, tuned.kernel, "configs", tuple(texts), "autotune", tuple(labels))]
+    if tuned.key_node is not None:
+        keys: list[str | None] = [None]
+        key_labels = [f"key {tuned.key}"]
+        for p in tuned.scalars:
+            if p not in tuned.key:
+                keys.append(repr([*tuned.key, p]))
+                key_labels.append(f"key {[*tuned.key, p]} (re-tune per value of {p})")
+        if len(keys) > 1:
+            knobs.append(Knob(index, tuned.line, tuned.kernel, "key", tuple(keys), "autotune", tuple(key_labels)))
+    return knobs
+
+
+def find_knobs(source: str, entry: str | None = None) -> list[Knob]:
+    """Every knob of the launches the entry reaches (all launches when ``entry`` is None)."""
     tree = ast.parse(source)
     knobs: list[Knob] = []
-    for site, (kernel, call) in enumerate(launch_sites(tree)):
+    for site, (kernel, call) in enumerate(launch_sites(tree, entry)):
         given = {kw.arg: kw.value for kw in call.keywords if kw.arg}
         for name, options in (("num_warps", WARPS), ("num_stages", NUM_STAGES)):
             original = ast.get_source_segment(source, given[name]) if name in given else None
@@ -89,13 +294,18 @@ def find_knobs(source: str) -> list[Knob]:
                 orig = str(literal)
                 knobs.append(Knob(site, call.lineno, kernel, name,
                                   (orig, *[c for c in _tile_choices(literal) if c != orig])))
+    for index, tuned in enumerate(autotuned_kernels(tree, source, entry)):
+        knobs += autotune_knobs(tuned, index)
     return knobs
 
 
-def render(source: str, knobs: list[Knob], genome: dict[str, int]) -> str:
-    """The source with each knob set to ``knob.choices[genome[knob.key]]`` (missing keys keep the original)."""
+def render(source: str, knobs: list[Knob], genome: dict[str, int], entry: str | None = None) -> str:
+    """The source with each knob set to ``knob.choices[genome[knob.key]]`` (missing keys keep the original).
+
+    ``entry`` must be the one the knobs were found with (it decides which launch sites are counted)."""
     tree = ast.parse(source)
-    sites = launch_sites(tree)
+    sites = launch_sites(tree, entry)
+    tuned = autotuned_kernels(tree, source, entry) if any(k.kind == "autotune" for k in knobs) else []
     data = source.encode()  # ast offsets are UTF-8 byte offsets
     line_starts = [0]
     for line in data.splitlines(keepends=True):
@@ -104,17 +314,23 @@ def render(source: str, knobs: list[Knob], genome: dict[str, int]) -> str:
     def offset(lineno: int, col: int) -> int:
         return line_starts[lineno - 1] + col
 
+    def span(node: ast.AST) -> tuple[int, int]:
+        return offset(node.lineno, node.col_offset), offset(node.end_lineno, node.end_col_offset)
+
     edits: list[tuple[int, int, bytes]] = []
     for knob in knobs:
         choice = genome.get(knob.key, 0)
         if choice == 0:
             continue
         value = knob.choices[choice]
+        if knob.kind == "autotune":
+            node = tuned[knob.site].configs_node if knob.name == "configs" else tuned[knob.site].key_node
+            edits.append((*span(node), value.encode()))
+            continue
         call = sites[knob.site][1]
         existing = next((kw for kw in call.keywords if kw.arg == knob.name), None)
         if existing is not None:
-            v = existing.value
-            edits.append((offset(v.lineno, v.col_offset), offset(v.end_lineno, v.end_col_offset), value.encode()))
+            edits.append((*span(existing.value), value.encode()))
         else:
             last = (call.args + call.keywords)[-1] if (call.args or call.keywords) else None
             if last is not None:

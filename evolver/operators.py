@@ -6,6 +6,7 @@ implements the same ``propose`` and plugs into the loop unchanged.
 from __future__ import annotations
 
 import random
+import threading
 from typing import Protocol
 
 from .archive import Archive
@@ -21,19 +22,25 @@ class Operator(Protocol):
 
 
 class LaunchTuner:
-    """Evolves launch parameters (num_warps, num_stages, constexpr tile sizes) at the kernel's launch sites.
+    """Evolves launch parameters at the launch sites the entry reaches: num_warps, num_stages and constexpr
+    tile sizes of plain launches, and the configs and key of ``@triton.autotune`` kernels.
 
-    A small genetic search: mutate one or two knobs of a parent chosen by tournament among the elites, or
-    recombine two elites knob by knob.
+    Autotune knobs are first tried one choice at a time (each config pinned, then each key), so that every
+    case gets a time for every config; then a small genetic search: mutate one or two knobs of a parent
+    chosen by tournament among the elites, or recombine two elites knob by knob.
     """
 
     name = "tuner"
 
-    def __init__(self, baseline_source: str, elites: int = 4, crossover_rate: float = 0.3):
+    def __init__(self, baseline_source: str, elites: int = 4, crossover_rate: float = 0.3,
+                 entry: str | None = None):
         self.baseline = baseline_source
-        self.knobs: list[Knob] = find_knobs(baseline_source)
+        self.entry = entry
+        self.knobs: list[Knob] = find_knobs(baseline_source, entry)
         self.elites = elites
         self.crossover_rate = crossover_rate
+        self._sweep = [{k.key: i} for k in self.knobs if k.kind == "autotune" for i in range(1, len(k.choices))]
+        self._lock = threading.Lock()
 
     def _mutate(self, genome: dict, rng: random.Random) -> dict:
         child = dict(genome)
@@ -42,9 +49,21 @@ class LaunchTuner:
             child[knob.key] = rng.choice([i for i in range(len(knob.choices)) if i != current])
         return child
 
+    def _candidate(self, genome: dict, parent: Candidate) -> Candidate:
+        genome = {k: v for k, v in genome.items() if v}
+        return Candidate(id=-1, source=render(self.baseline, self.knobs, genome, self.entry), operator=self.name,
+                         parent_id=parent.id, generation=parent.generation + 1, genome=genome)
+
     def propose(self, archive: Archive, rng: random.Random) -> Candidate | None:
         if not self.knobs:
             return None
+        baseline = archive.candidates[0] if archive.candidates else Candidate(id=0, source=self.baseline,
+                                                                             operator="baseline")
+        with self._lock:
+            while self._sweep:
+                candidate = self._candidate(self._sweep.pop(0), baseline)
+                if not archive.seen(candidate.source):
+                    return candidate
         parents = archive.elites(self.elites) or archive.candidates[:1]
         if len(parents) >= 2 and rng.random() < self.crossover_rate:
             a, b = rng.sample(parents, 2)
@@ -55,15 +74,50 @@ class LaunchTuner:
             parent = max(rng.sample(parents, k=min(2, len(parents))),
                          key=lambda c: c.fitness if c.fitness is not None else 0.0)
             genome = self._mutate(parent.genome, rng)
-        genome = {k: v for k, v in genome.items() if v}
-        return Candidate(id=-1, source=render(self.baseline, self.knobs, genome), operator=self.name,
-                         parent_id=parent.id, generation=parent.generation + 1, genome=genome)
+        return self._candidate(genome, parent)
 
     def describe(self, genome: dict) -> list[str]:
         """Human-readable changes, e.g. ``_rms_norm_kernel (line 60): num_warps 4 -> 8``."""
         out = []
         for knob in self.knobs:
             if genome.get(knob.key):
-                old = knob.choices[0] if knob.choices[0] is not None else "(default)"
-                out.append(f"{knob.kernel} (line {knob.line}): {knob.name} {old} -> {knob.choices[genome[knob.key]]}")
+                out.append(f"{knob.kernel} (line {knob.line}): {knob.name} {knob.label(0)} -> "
+                           f"{knob.label(genome[knob.key])}")
         return out
+
+    def autotune_findings(self, archive: Archive, margin: float = 1.05) -> list[dict]:
+        """Per autotuned kernel, the fastest pinned config on each case, as data the report can show.
+
+        ``differs`` is true when cases want different configs; ``key_blind`` when, in addition, the autotuned
+        baseline is slower than the best pinned config by ``margin`` or more on some case: the autotuner made
+        one choice for shapes that need different ones, so its key cannot tell them apart."""
+        findings = []
+        for knob in (k for k in self.knobs if k.kind == "autotune" and k.name == "configs"):
+            best: dict[str, tuple[float, str, float]] = {}  # case -> (candidate µs, label, speedup)
+            for cand in archive.candidates:
+                choice = cand.genome.get(knob.key, 0)
+                if set(cand.genome) != {knob.key} or not knob.labels[choice].startswith("pin ") \
+                        or not (cand.evaluation and cand.evaluation.ok and cand.evaluation.timed):
+                    continue
+                for case in cand.evaluation.cases:
+                    if case.candidate_us and (case.case not in best or case.candidate_us < best[case.case][0]):
+                        best[case.case] = (case.candidate_us, knob.labels[choice][4:], case.speedup or 0.0)
+            if not best:
+                continue
+            configs = {label for _, label, _ in best.values()}
+            gains = {c: round(s, 3) for c, (_, _, s) in best.items()}
+            differs = len(configs) > 1
+            key_blind = differs and max(gains.values()) >= margin
+            key = next((k for k in self.knobs if k.kernel == knob.kernel and k.name == "key"), None)
+            note = ""
+            if key_blind:
+                note = (f"{knob.kernel}: the best config differs across shapes and the autotuned baseline is up to "
+                        f"{max(gains.values()):.2f}x slower than the best pinned config on some of them: its "
+                        f"{key.label(0) if key else 'key'} cannot tell these shapes apart"
+                        + (f"; candidates: {', '.join(key.labels[1:])}" if key and len(key.labels) > 1 else ""))
+            elif differs:
+                note = f"{knob.kernel}: the best config differs across shapes, and the autotuner already finds it"
+            findings.append({"kernel": knob.kernel, "line": knob.line, "key": key.label(0) if key else None,
+                             "best_config": {c: label for c, (_, label, _) in best.items()},
+                             "pinned_speedup": gains, "differs": differs, "key_blind": key_blind, "note": note})
+        return findings

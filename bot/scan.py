@@ -1,0 +1,291 @@
+"""Discovery: the Triton kernels of a repository, the functions that launch them and the tests that reach them.
+
+Everything here reads source text with ``ast``; nothing of the target is imported or run. Names are resolved
+through each file's imports (relative, absolute and package re-exports), so a kernel is found by its symbol
+wherever its file now lives.
+"""
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from runners.extract import import_root
+
+SKIP_DIRS = frozenset({".git", ".venv", "venv", "env", "node_modules", "build", "dist", "__pycache__",
+                       "site-packages", ".tox", ".nox", ".mypy_cache", ".pytest_cache", ".eggs"})
+Symbol = tuple[str, str]  # (file relative to the root, top-level name)
+
+
+def _decorators(fn: ast.FunctionDef) -> set[str]:
+    names = set()
+    for dec in fn.decorator_list:
+        target = dec.func if isinstance(dec, ast.Call) else dec
+        names.add(target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", ""))
+    return names
+
+
+def is_test_file(rel: str) -> bool:
+    path = PurePosixPath(rel)
+    return (path.name.startswith("test_") or path.stem.endswith("_test") or path.name == "conftest.py"
+            or any(p in ("test", "tests") for p in path.parts[:-1]))
+
+
+@dataclass
+class _File:
+    rel: str
+    dotted: str
+    tree: ast.Module
+    kernels: dict[str, tuple[int, bool]] = field(default_factory=dict)  # name -> (line, autotuned)
+    defs: dict[str, ast.AST] = field(default_factory=dict)
+    bindings: dict[str, tuple[str, str | None]] = field(default_factory=dict)  # local -> (dotted, symbol)
+
+
+@dataclass
+class Launch:
+    kernel: Symbol
+    function: str  # launching function: `name` or `Class.method`
+    owner: Symbol  # the top-level symbol holding it
+    line: int
+
+
+@dataclass
+class ScanRow:
+    kernel: str
+    file: str
+    line: int
+    autotuned: bool
+    entry: str | None = None  # `file:function`
+    launcher: str | None = None
+    tests: list[str] = field(default_factory=list)
+    configured: str | None = None  # the config's name for it
+    missing: list[str] = field(default_factory=list)
+
+    @property
+    def entry_file(self) -> str | None:
+        return self.entry.split(":")[0] if self.entry else None
+
+    @property
+    def entry_name(self) -> str | None:
+        return self.entry.split(":")[1] if self.entry else None
+
+
+class RepoIndex:
+    """Every Python file of the repository, parsed once, with kernels, launches and a reference graph."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root).resolve()
+        self.files: dict[str, _File] = {}
+        self.by_dotted: dict[str, str] = {}
+        self.unparsed: list[str] = []
+        for path in sorted(self._python_files()):
+            rel = path.relative_to(self.root).as_posix()
+            try:
+                tree = ast.parse(path.read_text(errors="replace"), filename=rel)
+            except (SyntaxError, ValueError):
+                self.unparsed.append(rel)
+                continue
+            dotted = import_root(self.root, rel)[2]
+            f = _File(rel, dotted, tree)
+            self._read(f)
+            self.files[rel] = f
+            self.by_dotted.setdefault(dotted.removesuffix(".__init__"), rel)
+        self.launches: list[Launch] = []
+        self.refs: dict[Symbol, set[Symbol]] = defaultdict(set)
+        for f in self.files.values():
+            self._link(f)
+
+    def _python_files(self):
+        stack = [self.root]
+        while stack:
+            d = stack.pop()
+            for p in d.iterdir():
+                if p.is_dir() and p.name not in SKIP_DIRS and not p.is_symlink():
+                    stack.append(p)
+                elif p.suffix == ".py" and p.is_file():
+                    yield p
+
+    def _read(self, f: _File) -> None:
+        package = f.dotted.rsplit(".", 1)[0] if "." in f.dotted else ""
+        if f.rel.endswith("__init__.py"):
+            package = f.dotted.removesuffix(".__init__")
+        for node in ast.walk(f.tree):
+            if isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = package.split(".") if package else []
+                    parts = parts[:len(parts) - node.level + 1] if node.level > 1 else parts
+                    base = ".".join([*parts, *([node.module] if node.module else [])])
+                for a in node.names:
+                    f.bindings[a.asname or a.name] = (base, a.name)
+            elif isinstance(node, ast.Import):
+                for a in node.names:
+                    f.bindings[a.asname or a.name.split(".")[0]] = (a.name if a.asname else a.name.split(".")[0], None)
+        for node in f.tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                f.defs[node.name] = node
+                if isinstance(node, ast.FunctionDef) and "jit" in _decorators(node):
+                    f.kernels[node.name] = (node.lineno, "autotune" in _decorators(node))
+
+    def resolve(self, rel: str, name: str, attr: str | None = None, depth: int = 0) -> Symbol | None:
+        """The top-level symbol that ``name`` (or ``name.attr``) means in file ``rel``."""
+        f = self.files.get(rel)
+        if f is None or depth > 6:
+            return None
+        if name in f.defs:
+            return (rel, name)
+        if name not in f.bindings:
+            return None
+        module, symbol = f.bindings[name]
+        if symbol is None:  # `import a.b as m` -> m.attr
+            target = self.by_dotted.get(module)
+            return self.resolve(target, attr, None, depth + 1) if target and attr else None
+        sub = self.by_dotted.get(f"{module}.{symbol}")  # `from pkg import module`
+        if sub and attr:
+            return self.resolve(sub, attr, None, depth + 1)
+        target = self.by_dotted.get(module)
+        return self.resolve(target, symbol, None, depth + 1) if target else None
+
+    def _link(self, f: _File) -> None:
+        owners = [(name, node) for name, node in f.defs.items()]
+        for name, node in owners:
+            for inner, function in self._walk_functions(node, name):
+                for ref in self._refs_in(f, inner):
+                    if ref != (f.rel, name):
+                        self.refs[(f.rel, name)].add(ref)
+                if isinstance(inner, ast.Call) and isinstance(inner.func, ast.Subscript):
+                    kernel = self._callee(f, inner.func.value)
+                    if kernel and kernel[1] in self.files[kernel[0]].kernels:
+                        self.launches.append(Launch(kernel, function, (f.rel, name), inner.lineno))
+        module_level = [n for n in f.tree.body if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                                     ast.ClassDef))]
+        for node in module_level:  # module-level code (tests call things there too)
+            for ref in self._refs_in(f, node):
+                self.refs[(f.rel, "<module>")].add(ref)
+
+    @staticmethod
+    def _walk_functions(node: ast.AST, owner: str):
+        """(node, enclosing function name) for every node under a top-level definition."""
+        stack = [(node, owner)]
+        while stack:
+            n, fn = stack.pop()
+            yield n, fn
+            for child in ast.iter_child_nodes(n):
+                name = fn
+                if isinstance(n, ast.ClassDef) and isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    name = f"{owner}.{child.name}"
+                stack.append((child, name))
+
+    def _callee(self, f: _File, node: ast.expr) -> Symbol | None:
+        if isinstance(node, ast.Name):
+            return self.resolve(f.rel, node.id)
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            return self.resolve(f.rel, node.value.id, node.attr)
+        return None
+
+    def _refs_in(self, f: _File, node: ast.AST) -> set[Symbol]:
+        out = set()
+        if isinstance(node, ast.Name):
+            sym = self.resolve(f.rel, node.id)
+            if sym:
+                out.add(sym)
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            sym = self.resolve(f.rel, node.value.id, node.attr)
+            if sym:
+                out.add(sym)
+        elif isinstance(node, ast.ImportFrom):  # `from pkg.mod import entry` in a test is a reference too
+            for a in node.names:
+                sym = self.resolve(f.rel, a.asname or a.name)
+                if sym:
+                    out.add(sym)
+        return out
+
+    def callers(self, target: Symbol) -> set[Symbol]:
+        """Every symbol (and module body) that reaches ``target`` through references."""
+        if not hasattr(self, "_reverse"):
+            self._reverse: dict[Symbol, set[Symbol]] = defaultdict(set)
+            for src, dsts in self.refs.items():
+                for d in dsts:
+                    self._reverse[d].add(src)
+        reverse = self._reverse
+        seen, todo = {target}, [target]
+        while todo:
+            for src in reverse.get(todo.pop(), ()):
+                if src not in seen:
+                    seen.add(src)
+                    todo.append(src)
+        return seen
+
+    def tests_reaching(self, target: Symbol) -> list[str]:
+        return sorted({rel for rel, _ in self.callers(target) if is_test_file(rel) and rel != target[0]})
+
+    def find_symbol(self, name: str) -> list[tuple[str, int]]:
+        """Files that define ``name`` at top level (tests and unparsable files left out)."""
+        return [(rel, f.defs[name].lineno) for rel, f in self.files.items()
+                if name in f.defs and not is_test_file(rel)]
+
+
+def _entry_for(index: RepoIndex, launch: Launch) -> tuple[str | None, str]:
+    """(public module-level function of the launching file that reaches the launch, or None; why not)."""
+    rel, owner = launch.owner
+    node = index.files[rel].defs[owner]
+    if isinstance(node, ast.ClassDef):
+        return None, f"launched from method {launch.function}: name a function that calls it as `entry:`"
+    if not owner.startswith("_"):
+        return owner, ""
+    reaching = [s for s in index.callers(launch.owner) if s[0] == rel and s[1] != "<module>"
+                and not s[1].startswith("_") and isinstance(index.files[rel].defs.get(s[1]), ast.FunctionDef)]
+    if reaching:
+        return min(reaching, key=lambda s: index.files[rel].defs[s[1]].lineno)[1], ""
+    return owner, f"the launcher {owner} is private and no public function of its file calls it"
+
+
+def scan(root: Path, configured: dict[str, tuple[str, str]] | None = None,
+         index: RepoIndex | None = None) -> list[ScanRow]:
+    """One row per kernel. ``configured`` maps config names to (path, entry) to mark what is set up."""
+    index = index or RepoIndex(root)
+    by_entry = {(p, e): name for name, (p, e) in (configured or {}).items()}
+    by_symbol = {e: name for name, (p, e) in (configured or {}).items()}
+    launches: dict[Symbol, list[Launch]] = defaultdict(list)
+    for launch in index.launches:
+        launches[launch.kernel].append(launch)
+    rows = []
+    for rel, f in index.files.items():
+        if is_test_file(rel):
+            continue
+        for kernel, (line, autotuned) in f.kernels.items():
+            row = ScanRow(kernel=kernel, file=rel, line=line, autotuned=autotuned)
+            sites = launches.get((rel, kernel), [])
+            if not sites:
+                row.missing.append("never launched (a helper @triton.jit function, or launched elsewhere)")
+                rows.append(row)
+                continue
+            launch = min(sites, key=lambda s: (s.owner[0] != rel, s.line))
+            row.launcher = f"{launch.owner[0]}:{launch.function}"
+            entry, why = _entry_for(index, launch)
+            if entry:
+                row.entry = f"{launch.owner[0]}:{entry}"
+                row.tests = index.tests_reaching((launch.owner[0], entry))
+                row.configured = by_entry.get((launch.owner[0], entry)) or by_symbol.get(entry)
+                if not row.tests:
+                    row.missing.append(f"no test reaches {entry}")
+            if why:
+                row.missing.append(why)
+            if row.entry and not row.configured:
+                row.missing.append("not in .github/kernelsmith.yml (kernelsmith init writes a proposal)")
+            rows.append(row)
+    return sorted(rows, key=lambda r: (r.file, r.line))
+
+
+def format_table(rows: list[ScanRow]) -> str:
+    header = ("kernel", "entry", "test", "missing")
+    lines = [header]
+    for r in rows:
+        test = r.tests[0] + (f" (+{len(r.tests) - 1})" if len(r.tests) > 1 else "") if r.tests else "-"
+        kernel = f"{r.kernel}{' [autotune]' if r.autotuned else ''}"
+        entry = r.entry or "-"
+        status = "; ".join(r.missing) or (f"ready (config: {r.configured})" if r.configured else "ready")
+        lines.append((kernel, entry, test, status))
+    widths = [min(60, max(len(line[i]) for line in lines)) for i in range(3)]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(line[:3], widths)) + "  " + line[3] for line in lines)
