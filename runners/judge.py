@@ -174,11 +174,11 @@ class Judge:
                 result.bytes_moved = _nbytes(inputs) + _nbytes(ref) + _nbytes(list(ref_written.values()))
                 result.launched = list(reply.get("launched", []))
                 result.autotune = dict(reply.get("pinned", {}))
-                if not self._own(result.launched):
-                    others = ", ".join(result.launched) or "none"
-                    raise Refusal("kernel", f"the candidate launched no Triton kernel of its own (kernels launched: "
-                                            f"{others}); a torch-only or borrowed computation is not an "
-                                            f"optimisation of the kernel")
+        if not self._own(result.launched):
+            others = ", ".join(result.launched) or "none"
+            raise Refusal("kernel", f"the candidate launched no Triton kernel of its own (kernels launched: "
+                                    f"{others}); a torch-only or borrowed computation is not an "
+                                    f"optimisation of the kernel")
 
     # ---- timing -----------------------------------------------------------------------------------------
     def _slot_count(self, case: Case) -> int:

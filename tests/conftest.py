@@ -38,11 +38,13 @@ def rms_bundle(tmp_path_factory) -> Path:
     """The rms_norm task bundle for the interpreter, built from the example repository."""
     from bot.config import load_config, task_spec
     from runners.extract import build_bundle
+    from runners.sandbox import copy_reference
 
     config = load_config(EXAMPLE)
     spec = task_spec("rms_norm", config.kernels["rms_norm"], "interpret")
     bundle = tmp_path_factory.mktemp("bundle")
     build_bundle(EXAMPLE, spec, bundle)
+    copy_reference(EXAMPLE, bundle, spec.reference)
     return bundle
 
 
@@ -55,15 +57,5 @@ def rms_evaluator(rms_bundle):
 
 
 def run_past_the_policy(evaluator, source, time_it=False):
-    """Send a job straight to a worker, as if a cheat had slipped past the static policy."""
-    import secrets
-
-    from runners.sandbox import _Worker
-
-    worker = _Worker(evaluator.backend, evaluator._log_dir)
-    job = {"bundle": str(evaluator.bundle), "source": source, "seed": 5, "trials": 2, "backend": evaluator.backend,
-           "time": time_it, "case_set": "cases", "token": secrets.token_hex(16), "workdir": str(evaluator._log_dir)}
-    try:
-        return worker.run(job, timeout=300)
-    finally:
-        worker.close()
+    """Evaluate a cheat as if it had slipped past the static policy: the judge must hold on its own."""
+    return evaluator.evaluate(source, seed=5, time_it=time_it, trials=2, static_policy=False)

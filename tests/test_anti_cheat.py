@@ -7,7 +7,7 @@ from runners.sandbox import Evaluator
 
 
 def test_honest_rewrite_passes(rms_evaluator):
-    ev = rms_evaluator.evaluate((CHEATS / "honest_torch.py").read_text(), seed=11)
+    ev = rms_evaluator.evaluate((CHEATS / "honest_rewrite.py").read_text(), seed=11)
     assert ev.ok, ev.error
     assert all(c.correct and c.trials == 2 for c in ev.cases)
     assert not ev.timed and ev.fitness is None  # the interpreter never yields a speed
@@ -49,34 +49,45 @@ def test_import_error_stops_at_compile(rms_evaluator):
 
 
 def test_hang_is_killed_by_the_hard_timeout(rms_bundle):
-    with Evaluator(rms_bundle, "interpret", timeout=20, spare=False) as evaluator:
-        worker_pids = []
-        original = evaluator._take_worker
+    import os
 
-        def spy():
-            worker = original()
-            worker_pids.append(worker.proc.pid)
+    with Evaluator(rms_bundle, "interpret", timeout=20, spare=False) as evaluator:
+        pids = []
+        spawn = evaluator._spawn
+
+        def spy(role):
+            worker = spawn(role)
+            pids.append(worker.proc.pid)
             return worker
 
-        evaluator._take_worker = spy
+        evaluator._spawn = spy
         ev = evaluator.evaluate((CHEATS / "hangs.py").read_text(), seed=3)
-    assert ev.stage == "timeout" and "killed after 20 s" in ev.error
-    import os
-    for pid in worker_pids:  # the whole process group is gone
-        with pytest.raises(ProcessLookupError):
-            os.killpg(pid, 0)
+        assert ev.stage == "timeout" and "killed after 20 s" in ev.error
+        for pid in pids[1:]:  # the candidate's whole process group is gone
+            with pytest.raises(ProcessLookupError):
+                os.killpg(pid, 0)
+        again = evaluator.evaluate(evaluator.baseline, seed=4)  # and the next evaluation works
+        assert again.ok, again.error
 
 
-@pytest.mark.parametrize("cheat, replaced", [
-    ("patched_comparison.py", "torch.Tensor.abs"),
-    ("slowed_oracle.py", "JITFunction.run"),
-])
-def test_monkey_patching_past_the_policy_is_caught_at_run_time(rms_evaluator, cheat, replaced):
+@pytest.mark.parametrize("cheat", ["patched_comparison.py", "slowed_oracle.py"])
+def test_monkey_patching_past_the_policy_reaches_nothing_of_the_judge(rms_evaluator, cheat):
+    """Patching torch or Triton changes only the candidate's own process: the oracle and the comparison live
+    elsewhere. The blinded comparison's garbage is caught; the 'slowed oracle' is simply an honest torch
+    computation, refused for launching no kernel of its own."""
     ev = run_past_the_policy(rms_evaluator, (CHEATS / cheat).read_text())
-    assert not ev.ok and ev.stage == "policy"
-    assert f"replaced {replaced}" in ev.error and "on import" in ev.error
+    assert not ev.ok
+    assert ev.stage == {"patched_comparison.py": "correctness", "slowed_oracle.py": "kernel"}[cheat], ev.error
 
 
-def test_forged_verdict_past_the_policy_is_refused(rms_evaluator):
+def test_forged_reply_on_the_workers_pipe_is_a_protocol_error(rms_evaluator):
     ev = run_past_the_policy(rms_evaluator, (CHEATS / "forged_verdict.py").read_text())
-    assert not ev.ok and ev.stage == "crashed" and "forged verdict" in ev.error
+    assert not ev.ok and ev.stage == "crashed" and "broke the protocol" in ev.error
+
+
+def test_the_judge_folder_is_removed_on_close(rms_bundle):
+    evaluator = Evaluator(rms_bundle, "interpret", timeout=120, spare=True)
+    root = evaluator.root
+    assert evaluator.evaluate(evaluator.baseline, seed=9).ok
+    evaluator.close()
+    assert not root.exists()

@@ -3,7 +3,7 @@ import os
 
 from evolver.launch_params import find_knobs, render
 from runners.sandbox import scrubbed_env
-from runners.worker import implausible
+from runners.judge import implausible
 from runners.results import CaseResult
 
 

@@ -23,7 +23,7 @@ def test_repo_test_runs_in_a_worktree_with_and_without_the_change(example_repo):
     head = target.commit
     before = run_test_with_source(target, MODULE, None, TEST, "interpret")
     assert before.passed and not before.with_champion and "passed" in before.output_tail
-    honest = run_test_with_source(target, MODULE, (CHEATS / "honest_torch.py").read_text(), TEST, "interpret")
+    honest = run_test_with_source(target, MODULE, (CHEATS / "honest_rewrite.py").read_text(), TEST, "interpret")
     assert honest.passed and honest.with_champion
     wrong = run_test_with_source(target, MODULE, (CHEATS / "wrong_result.py").read_text(), TEST, "interpret")
     assert not wrong.passed and "failed" in wrong.output_tail
@@ -33,7 +33,7 @@ def test_repo_test_runs_in_a_worktree_with_and_without_the_change(example_repo):
 def test_apply_commits_on_a_new_branch_only(example_repo):
     target = open_target(example_repo)
     head = target.commit
-    source = (CHEATS / "honest_torch.py").read_text()
+    source = (CHEATS / "honest_rewrite.py").read_text()
     branch = branch_name("rms_norm", "triton")
     sha = apply_champion(target, branch, MODULE, source, "kernelsmith: rms_norm\n")
     untouched(target.repo, head)

@@ -46,7 +46,7 @@ def test_cheats_are_caught_on_the_gpu(gpu_evaluator, cheat, stage):
 
 
 def test_honest_rewrite_is_timed(gpu_evaluator):
-    ev = gpu_evaluator.evaluate((CHEATS / "honest_torch.py").read_text(), seed=3)
+    ev = gpu_evaluator.evaluate((CHEATS / "honest_rewrite.py").read_text(), seed=3)
     assert ev.ok and ev.timed and ev.fitness > 0, ev.error
 
 

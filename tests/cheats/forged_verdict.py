@@ -1,6 +1,6 @@
-"""Cheat: reach `os` through torch, write a made-up "done, ok, fast" verdict to the worker's result pipe and
+"""Cheat: reach `os` through torch, write a made-up "done, ok, fast" reply to every pipe the worker holds and
 exit without computing anything. Caught by the static policy (`from torch import os`) and, past it, by the
-verdict token the parent checks."""
+protocol: the judge reads no verdict from a worker, and a malformed reply ends the evaluation as crashed."""
 import torch
 from torch import os
 

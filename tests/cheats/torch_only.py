@@ -1,4 +1,5 @@
-"""Control: a correct rewrite in plain torch (no Triton). It must pass correctness."""
+"""Cheat: a correct computation in plain torch, launching no Triton kernel of its own. A torch-only fallback is
+not an optimisation of the kernel: refused at the kernel stage."""
 import torch
 
 
