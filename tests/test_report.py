@@ -14,7 +14,8 @@ ENV = Environment(backend="triton", device="NVIDIA H200", driver="580.1", cuda="
 def timed_eval(speedups):
     cases = [CaseResult(c.id, correct=True, trials=5, err_ratio=0.25, max_abs_err=1e-3, baseline_us=10.0,
                         candidate_us=10.0 / s, baseline_spread=0.01, candidate_spread=0.02, baseline_host_us=30.0,
-                        candidate_host_us=29.0, timing_method="cuda-graph") for c, s in zip(SPEC.cases, speedups)]
+                        candidate_host_us=29.0, timing_method="cuda-graph", judge_us=10.0 / s + 0.1,
+                        launched=["ks_candidate.k:_kernel"]) for c, s in zip(SPEC.cases, speedups)]
     return Evaluation(stage="done", ok=True, timed=True, cases=cases, env=ENV)
 
 
@@ -40,8 +41,9 @@ def test_improved_report_shows_measured_numbers():
     r = report("improved", shown, champion)
     md = render_markdown(r)
     assert abs(r["champion"]["geomean_speedup"] - (1.25 * 1.1) ** 0.5) < 1e-9
+    assert "Triton kernels the new code launched: `_kernel`" in md
     assert "**1.173× faster**" in md and "the bar was 1.03×" in md and "Slower on" not in md
-    assert "| `T=1/float16` | 10.00 | 8.00 | 1.250× | 1.0% / 2.0% | 30.0 / 29.0 | 0.25 |" in md
+    assert "| `T=1/float16` | 10.00 | 8.00 | 1.250× | 8.10 | 1.0% / 2.0% | 30.0 / 29.0 | 0.25 |" in md
     assert "num_warps 4 -> 8" in md and "2 held-out cases" in md
     assert "with the change: `python -m pytest -q t.py` → **passed**" in md
     assert "1 at compile" in md and "NVIDIA H200" in md and "4100 GB/s" in md
