@@ -69,12 +69,28 @@ class Engine:
     store: RunStore
 
 
-def _operators(opts: EngineOptions, builder_factory, ensemble, temperature, top_p, baseline: str) -> list:
+def job_options(opts) -> dict:
+    """A job's options as JSON-able values, saved in the run store for ``kernelsmith resume``."""
+    return {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(opts).items()
+            if k not in ("resume_from", "overwrite")}
+
+
+def _islands(opts: EngineOptions) -> int:
+    llm = opts.models is not None and any(o in LLM_OPERATORS for o in (opts.operators or LLM_OPERATORS))
+    return opts.islands or (4 if llm else 1)
+
+
+def new_archive(opts: EngineOptions) -> Archive:
+    return Archive(islands=_islands(opts))
+
+
+def _operators(opts: EngineOptions, builder_factory, ensemble, temperature, top_p, baseline: str,
+               entry: str) -> list:
     names = opts.operators or (["tuner", *LLM_OPERATORS] if ensemble else ["tuner"])
     ops = []
     for name in names:
         if name == "tuner":
-            ops.append(LaunchTuner(baseline))
+            ops.append(LaunchTuner(baseline, entry=entry))
         elif name in LLM_OPERATORS:
             if ensemble is None:
                 raise ValueError(f"operator {name!r} needs models (--models FILE)")
@@ -95,16 +111,17 @@ def run_search(evaluator, baseline: Candidate, opts: EngineOptions, out: Path, s
     top_p = opts.top_p if opts.top_p is not None else preset["top_p"]
     rounds = opts.rounds if opts.rounds is not None else preset["rounds"]
     ensemble = Ensemble(load_models(opts.models)) if opts.models else None
-    llm = ensemble is not None and any(o in LLM_OPERATORS for o in (opts.operators or LLM_OPERATORS))
-    islands = opts.islands or (4 if llm else 1)
-    in_flight = opts.in_flight or (4 if llm else 1)
+    islands = _islands(opts)
+    in_flight = opts.in_flight or (4 if islands > 1 or ensemble else 1)
     device = baseline.evaluation.env.device if baseline.evaluation and baseline.evaluation.env else None
 
     def builder():
         return PromptBuilder(evaluator.spec, evaluator.baseline, evaluator.backend, device, opts.token_budget)
 
-    operators = _operators(opts, builder, ensemble, temperature, top_p, baseline.source)
-    tuner = next((op for op in operators if isinstance(op, LaunchTuner)), None) or LaunchTuner(baseline.source)
+    entry = evaluator.spec.entry
+    operators = _operators(opts, builder, ensemble, temperature, top_p, baseline.source, entry)
+    tuner = next((op for op in operators if isinstance(op, LaunchTuner)), None) or \
+        LaunchTuner(baseline.source, entry=entry)
     archive = archive if archive is not None else Archive(islands=islands)
     archive.add(baseline)
     store_path = Path(out) / STORE_FILE
@@ -125,6 +142,7 @@ def run_search(evaluator, baseline: Candidate, opts: EngineOptions, out: Path, s
             if cand.id != 0 and cand.evaluation is not None:
                 archive.add(cand)
                 search.by_id[cand.id] = cand
+                on_result(cand)
         search.restore(state, [c for c in previous if c.evaluation is None and c.id != 0])
         log.info("resumed: %d evaluated, %d pending", search.n.evaluated, len(search.pending))
     else:
@@ -133,6 +151,7 @@ def run_search(evaluator, baseline: Candidate, opts: EngineOptions, out: Path, s
         store.put("options", {**{k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(opts).items()
                                  if k != "job"}, "seed": seed})
         store.put("job", opts.job)
+        store.put("task", evaluator.spec.kernel)
     log.info("search: operators %s, islands %d, in flight %d, budget %s", [op.name for op in operators], islands,
              in_flight, config.budget.to_dict())
     summary = search.run()
@@ -145,3 +164,26 @@ def run_search(evaluator, baseline: Candidate, opts: EngineOptions, out: Path, s
          "operators": [op.name for op in operators], "islands": islands, "migrations": archive.migrations,
          "best": archive.best_correct().id if archive.best_correct() else None}, indent=2))
     return Engine(archive, summary, ChangeDescriber(tuner), store)
+
+
+def load_job(run_dir: Path) -> tuple[dict, Path]:
+    """The options of the job in ``run_dir`` and a copy of its run store to resume from (the run folder is
+    rewritten by the resumed job)."""
+    import tempfile
+
+    path = Path(run_dir) / STORE_FILE
+    if not path.is_file():
+        raise ValueError(f"{run_dir} holds no {STORE_FILE}: it is not the folder of a kernelsmith run")
+    store = RunStore(path)
+    job = store.get("job")
+    store.close()
+    if not job:
+        raise ValueError(f"{path} holds no job options (a run started outside `kernelsmith optimize`)")
+    copy = Path(tempfile.mkdtemp(prefix="ks-resume-")) / STORE_FILE
+    for suffix in ("", "-wal", "-shm"):  # a killed run's last writes may still sit in the write-ahead log
+        if Path(str(path) + suffix).exists():
+            shutil.copyfile(str(path) + suffix, str(copy) + suffix)
+    for key in ("target", "out", "models"):
+        if job.get(key):
+            job[key] = Path(job[key])
+    return job, copy

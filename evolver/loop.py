@@ -51,6 +51,8 @@ def won(child: Candidate, parent: Candidate | None) -> bool:
     """The child stayed correct and beat its parent (untimed: stayed correct)."""
     if parent is None or not child.correct:
         return False
+    if parent.parent_id is None:  # the baseline is the oracle: fitness is already relative to it
+        return child.fitness is None or child.fitness > 1.0
     if child.fitness is None or parent.fitness is None:
         return child.fitness is None and parent.correct
     return child.fitness > parent.fitness
