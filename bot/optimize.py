@@ -10,7 +10,6 @@ import datetime as dt
 import difflib
 import json
 import logging
-import random
 import secrets
 import shlex
 import shutil
@@ -20,8 +19,8 @@ from typing import Protocol
 
 from evolver.archive import Archive
 from evolver.candidate import Candidate
-from evolver.loop import evolve
-from evolver.operators import LaunchTuner
+from evolver.engine import EngineOptions, new_archive, run_search
+from evolver.engine import job_options as _job_options
 from runners.extract import ExtractionError, build_bundle, local_imports
 from runners.results import Evaluation
 from runners.task import TaskSpec
@@ -50,6 +49,10 @@ class OptimizeOptions:
     trials: int = 3
     timeout: float = 300.0
     overwrite: bool = False
+    models: Path | None = None  # YAML file of LLMs and prices; None: the launch-parameter tuner alone
+    preset: str | None = None  # kernel-smith: 40 rounds, temperature 0.6, top-p 0.95
+    operators: list[str] | None = None  # tuner, rewrite, diff
+    resume_from: Path | None = None  # the run store of an interrupted run (kernelsmith resume)
 
 
 @dataclass
@@ -271,11 +274,11 @@ def optimize(opts: OptimizeOptions, progress: Progress | None = None) -> Optimiz
                  opts.budget, job.seed, job.target.root, job.target.commit)
         with Evaluator(job.out / "bundle", job.backend, timeout=opts.timeout, trials=opts.trials) as evaluator:
             baseline, before = _check_baseline(job, evaluator, progress)
-            archive = Archive()
-            archive.add(baseline)
             _record(job.out, baseline)
-            tuner = LaunchTuner(baseline.source)
-            log.info("tuner knobs: %s", [k.key for k in tuner.knobs])
+            engine_opts = EngineOptions(budget=opts.budget, models=opts.models, preset=opts.preset,
+                                        operators=opts.operators, resume_from=opts.resume_from,
+                                        job=_job_options(opts))
+            archive = new_archive(engine_opts)
             progress.search_started(opts.budget)
 
             def on_result(candidate: Candidate) -> None:
@@ -283,8 +286,9 @@ def optimize(opts: OptimizeOptions, progress: Progress | None = None) -> Optimiz
                 best = archive.best()
                 progress.candidate_done(candidate, best.fitness if best else None, archive.failures)
 
-            summary = evolve(archive, tuner, lambda c: evaluator.evaluate(c.source, secrets.randbits(62)),
-                             opts.budget, random.Random(job.seed), on_result)
+            engine = run_search(evaluator, baseline, engine_opts, job.out, job.seed, on_result, archive=archive)
+            summary, tuner = engine.summary, engine.describer
+            log.info("tuner knobs: %s", [k.key for k in tuner.knobs])
             decision = _decide(job, opts, archive, evaluator, progress)
 
         best = archive.best()
