@@ -48,13 +48,21 @@ def optimize(
     trials: int = typer.Option(3, min=1, help="Fresh random inputs per case in correctness checks."),
     timeout: float = typer.Option(300.0, help="Seconds one candidate's evaluation may take before it is killed."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace the files of an earlier run in --out."),
+    models: Path = typer.Option(None, "--models", help="YAML file of LLMs and prices (API keys from the "
+                                                       "environment); without it the launch-parameter tuner runs "
+                                                       "alone, with no network."),
+    preset: str = typer.Option(None, "--preset", help="kernel-smith: 40 rounds, temperature 0.6, top-p 0.95."),
+    operators: str = typer.Option(None, "--operators", help="Comma-separated: tuner, rewrite, diff (default: "
+                                                            "tuner, plus rewrite and diff with --models)."),
 ) -> None:
     """Search for a faster version of one kernel, verify it, and write the pull-request report."""
     from .optimize import OptimizeOptions
     from .optimize import optimize as run
 
     opts = OptimizeOptions(target=target, kernel=kernel, out=out, budget=budget, backend=backend, apply=apply,
-                           seed=seed, min_speedup=min_speedup, trials=trials, timeout=timeout, overwrite=overwrite)
+                           seed=seed, min_speedup=min_speedup, trials=trials, timeout=timeout, overwrite=overwrite,
+                           models=models, preset=preset,
+                           operators=[o.strip() for o in operators.split(",")] if operators else None)
     columns = [SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("failures {task.fields[failures]}"), TextColumn("best {task.fields[best]}"),
                TimeElapsedColumn()]
@@ -83,6 +91,79 @@ def list_kernels(target: Path = typer.Argument(..., help="Checkout of the target
         raise typer.Exit(code=2) from None
     for name, k in config.kernels.items():
         typer.echo(f"{name}\t{k.path}:{k.entry}\ttest {k.test}\t{len(k.shapes)} shapes x {len(k.dtypes)} dtypes")
+
+
+@app.command("resume")
+def resume(run_dir: Path = typer.Argument(..., help="The --out folder of an interrupted optimize run.")) -> None:
+    """Continue an interrupted run with the same random and bandit state (its run.sqlite)."""
+    from evolver.engine import load_job
+
+    try:
+        job, store_copy = load_job(run_dir)
+    except (OSError, ValueError) as exc:
+        console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        raise typer.Exit(code=2) from None
+    from .optimize import OptimizeOptions
+    from .optimize import optimize as run
+
+    opts = OptimizeOptions(**{**job, "overwrite": True, "resume_from": store_copy})
+    try:
+        with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                      TextColumn("failures {task.fields[failures]}"), TextColumn("best {task.fields[best]}"),
+                      TimeElapsedColumn(), console=console) as progress:
+            result = run(opts, RichProgress(progress))
+    except UserError as exc:
+        console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        raise typer.Exit(code=2) from None
+    console.print(f"[bold]{result.verdict.replace('_', ' ')}[/]: {result.report['reason'] or 'see the report'}")
+    console.print(f"report: {result.out / 'report.md'}")
+
+
+@app.command("export-training-data")
+def export_training_data(
+    run_dirs: list[Path] = typer.Argument(..., help="Run folders (each holds run.sqlite)."),
+    format: str = typer.Option("sft", "--format", help="sft (steps that stayed correct and beat their parent) "
+                                                       "or rl (prompt, response, reward)."),
+    out: Path = typer.Option(Path("training-data"), "--out", help="Folder for one JSONL file per task."),
+) -> None:
+    """Chat-format JSONL from the LLM steps of finished runs, deduplicated and split by task."""
+    from evolver.export import export
+
+    try:
+        counts = export(run_dirs, format, out)
+    except (OSError, ValueError) as exc:
+        console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        raise typer.Exit(code=2) from None
+    for task, n in counts.items():
+        typer.echo(f"{task}\t{n} records\t{out / (task + '.' + format + '.jsonl')}")
+
+
+@app.command("kernelbench")
+def kernelbench(
+    tasks: list[Path] = typer.Argument(..., help="KernelBench task files (Model, get_inputs, get_init_inputs) "
+                                                 "or folders of them (level1/, level2/, ...)."),
+    models: Path = typer.Option(None, "--models", help="YAML file of LLMs and prices."),
+    out: Path = typer.Option(Path("runs/kernelbench"), help="Folder for one run per task and summary.json."),
+    backend: str = typer.Option("auto", help="auto, triton or interpret."),
+    preset: str = typer.Option("kernel-smith", "--preset", help="Search protocol (kernel-smith: 40 rounds)."),
+    budget: int = typer.Option(40, min=0, help="Evaluations per task."),
+    seed: int = typer.Option(0, help="Seed of each task's search."),
+) -> None:
+    """Run KernelBench-format tasks with the same protocol; report correctness, fast_1 and AMSR per level."""
+    from evolver.kernelbench import run_kernelbench
+
+    from .optimize import resolve_backend
+
+    try:
+        summary = run_kernelbench(tasks, out, resolve_backend(backend), models, preset, budget, seed)
+    except (OSError, ValueError) as exc:
+        console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        raise typer.Exit(code=2) from None
+    for level, row in summary["levels"].items():
+        typer.echo(f"{level}\ttasks {row['tasks']}\tcorrect {row['correctness_rate']:.2f}\t"
+                   f"fast_1 {row['fast_1'] if row['fast_1'] is not None else 'not timed'}\t"
+                   f"AMSR {row['amsr'] if row['amsr'] is not None else 'not timed'}")
+    typer.echo(f"summary: {out / 'summary.json'}")
 
 
 if __name__ == "__main__":
