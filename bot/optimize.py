@@ -21,10 +21,10 @@ from evolver.archive import Archive
 from evolver.candidate import Candidate
 from evolver.engine import EngineOptions, new_archive, run_search
 from evolver.engine import job_options as _job_options
-from runners.extract import ExtractionError, build_bundle, local_imports
+from runners.extract import ExtractionError, build_bundle
 from runners.results import Evaluation
+from runners.sandbox import Evaluator, copy_reference
 from runners.task import TaskSpec
-from runners.sandbox import Evaluator
 
 from .apply import apply_champion, branch_name, ensure_branch_free
 from .config import KernelConfig, kernel_config, load_config, task_spec
@@ -140,7 +140,8 @@ def _verify(job: _Job, opts: OptimizeOptions, evaluator: Evaluator,
 
     Returns (verification evaluation, failure reason or '', repo test run)."""
     spec, min_speedup, trials = job.spec, opts.min_speedup, opts.trials
-    check = evaluator.evaluate(champion.source, secrets.randbits(62), time_it=True, trials=trials + 2)
+    check = evaluator.evaluate(champion.source, secrets.randbits(62), time_it=True, trials=trials + 2,
+                               reference=True)
     if not check.ok:
         return check, f"the champion failed re-verification ({check.feedback})", None
     if check.fitness is None:
@@ -174,26 +175,59 @@ class _Job:
 
 
 def _preflight(opts: OptimizeOptions) -> _Job:
-    """Every check that needs no worker: bad input fails here in seconds, and nothing is written anywhere."""
+    """Every check before the run folder exists: bad input fails here, naming the file, the line and the fix,
+    and nothing is written anywhere. The capture run (the repository's test with the entry's calls recorded)
+    happens here too: its calls become cases, and it is the test run "before any change"."""
+    from runners.extract import extraction_plan
+
+    from .capture import captured_cases, run_capture
+    from .config import CONFIG_PATH
+    from .kernel_checks import (
+        check_entry,
+        check_import,
+        check_test_paths,
+        check_test_reaches,
+        existing_test_paths,
+    )
+    from .repo_tests import TestSettings, parse_test
+    from .target import resolve_python
+
     target = open_target(opts.target)
-    kernel = kernel_config(load_config(target.root), opts.kernel, target.root)
-    if not (target.root / kernel.test).exists():
-        raise UserError(f"the test {kernel.test} named for `{opts.kernel}` does not exist in {target.root}",
-                        "Fix `test:` in .github/kernelsmith.yml to point at the pytest file for this kernel.")
-    if not (target.root / kernel.path).is_file():
-        raise UserError(f"the module {kernel.path} named for `{opts.kernel}` does not exist in {target.root}",
-                        "Fix `path:` in .github/kernelsmith.yml (relative to the repository root).")
+    config = load_config(target.root)
+    kernel = kernel_config(config, opts.kernel, target.root)
+    python = resolve_python(target.root, config.python_for(kernel), str(target.root / CONFIG_PATH))
+    test = parse_test(kernel.test)
+    check_test_paths(target.root, opts.kernel, test)
+    check_entry(target.root, opts.kernel, kernel)
     backend = resolve_backend(opts.backend)
     if opts.apply:
         ensure_branch_free(target, branch_name(opts.kernel, backend))
     try:
-        files = local_imports(target.root, kernel.path)
+        plan = extraction_plan(target.root, kernel.path, kernel.entry)
     except ExtractionError as exc:
         raise UserError(f"cannot extract kernel `{opts.kernel}`: {exc}",
-                        "Keep the kernel module and its local helpers importable with relative imports.") from None
-    ensure_committed(target, [*files, kernel.test])
+                        "Reach local helpers by relative imports, or by absolute imports of the host package that "
+                        "exist in this checkout; install third-party packages in the `python:` environment.") from None
+    ensure_committed(target, [*plan.files, *plan.host_files, *existing_test_paths(target.root, test)])
+    check_test_reaches(target.root, opts.kernel, kernel, test, plan)
+    import_paths = [str((target.root / plan.import_root).resolve())] if plan.package else []
+    target.tests = TestSettings(python=python, env=dict(config.env), import_roots=[plan.import_root])
+    check_import(target.root, opts.kernel, kernel, plan, backend, python, import_paths)
     spec = task_spec(opts.kernel, kernel, backend)
     spec.target_commit = target.commit
+    spec.python, spec.import_paths = python, import_paths
+    if kernel.capture and test.runs_pytest:
+        log.info("capture: running %s once and recording the calls of %s", kernel.test, kernel.entry)
+        capture = run_capture(target, kernel.test, plan.dotted, kernel.entry, backend)
+        target.baseline_test = capture.run
+        if capture.installed and capture.run.passed and not capture.calls:
+            raise UserError(f"the test `{kernel.test}` passed without calling `{kernel.entry}` once "
+                            f"({capture.run.command})",
+                            "Point `test:` at the tests of this kernel (`kernelsmith scan` lists the tests that reach "
+                            "each entry), so that a changed kernel is really tested.")
+        cases, spec.captured = captured_cases(capture.calls, kernel, backend, kernel.captured_cases, spec.cases)
+        spec.captured["plugin_error"] = capture.error
+        spec.cases += cases
     seed = opts.seed if opts.seed is not None else secrets.randbits(31)
     return _Job(target, kernel, backend, spec, seed, Path(opts.out).resolve())
 
@@ -202,14 +236,21 @@ def _check_baseline(job: _Job, evaluator: Evaluator, progress: Progress) -> tupl
     """The kernel must run as it is, and the repository's test must pass before any change."""
     progress.stage("checking the baseline kernel", "baseline")
     baseline = Candidate(id=0, source=evaluator.baseline, operator="baseline")
-    baseline.evaluation = evaluator.evaluate(baseline.source, secrets.randbits(62))
+    baseline.evaluation = evaluator.evaluate(baseline.source, secrets.randbits(62), reference=True)
+    if baseline.evaluation.stage == "baseline":  # the target's own code failed in the oracle worker
+        raise UserError(baseline.evaluation.error.strip(),
+                        "Make the module importable in a plain worker process: no GPU probe at import under the "
+                        "interpreter (--backend interpret), every package it imports installed in the workers' "
+                        "Python (`python:` in .github/kernelsmith.yml).")
     if not baseline.evaluation.ok:
         raise UserError(
             f"the kernel `{job.spec.kernel}` does not compile or run as it is in {job.kernel.path} "
             f"(stage {baseline.evaluation.stage}): {baseline.evaluation.error.strip()}",
             "Fix the kernel (or the `args`/`shapes` in .github/kernelsmith.yml) so that it runs, then try again.")
     progress.stage("running the repository's test before any change", "baseline")
-    before = run_test_with_source(job.target, job.spec.module, None, job.kernel.test, job.backend)
+    before = job.target.baseline_test  # the capture run at HEAD, when there was one
+    if before is None or not before.passed:
+        before = run_test_with_source(job.target, job.spec.module, None, job.kernel.test, job.backend)
     if not before.passed:
         raise UserError(f"the repository's own test fails before any change: `{before.command}` in "
                         f"{job.target.root} exited {before.returncode}:\n{before.output_tail}",
@@ -270,6 +311,7 @@ def optimize(opts: OptimizeOptions, progress: Progress | None = None) -> Optimiz
     try:
         progress.stage("extracting the task bundle", "bundle")
         build_bundle(job.target.root, job.spec, job.out / "bundle")
+        copy_reference(job.target.root, job.out / "bundle", job.spec.reference)
         log.info("job kernel=%s backend=%s budget=%d seed=%d target=%s@%s", opts.kernel, job.backend,
                  opts.budget, job.seed, job.target.root, job.target.commit)
         with Evaluator(job.out / "bundle", job.backend, timeout=opts.timeout, trials=opts.trials) as evaluator:

@@ -74,8 +74,9 @@ class ScanRow:
 class RepoIndex:
     """Every Python file of the repository, parsed once, with kernels, launches and a reference graph."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, only: list[str] | None = None):
         self.root = Path(root).resolve()
+        self.only = only  # files or folders (relative) to read; None or "" reads the whole repository
         self.files: dict[str, _File] = {}
         self.by_dotted: dict[str, str] = {}
         self.unparsed: list[str] = []
@@ -97,7 +98,12 @@ class RepoIndex:
             self._link(f)
 
     def _python_files(self):
-        stack = [self.root]
+        if self.only is not None and "" not in self.only:
+            starts = [self.root / p for p in self.only]
+            yield from (p for p in starts if p.is_file() and p.suffix == ".py")
+            stack = [p for p in starts if p.is_dir()]
+        else:
+            stack = [self.root]
         while stack:
             d = stack.pop()
             for p in d.iterdir():

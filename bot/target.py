@@ -17,6 +17,7 @@ class Target:
     repo: git.Repo
     prefix: PurePosixPath  # root relative to the repository's top level ('.' when they are the same)
     tests: Any = field(default=None)  # bot.repo_tests.TestSettings, set once the config is read
+    baseline_test: Any = field(default=None)  # bot.repo_tests.TestRun of the capture run at HEAD, if any
 
     @property
     def commit(self) -> str:

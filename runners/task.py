@@ -94,6 +94,7 @@ class TaskSpec:
     # "module.py:function" in baseline/ or "reference.py:function" copied beside it: a plain torch version of
     # the op, timed through torch.compile as a peer column (what a maintainer would try instead).
     reference: str | None = None
+    captured: dict = field(default_factory=dict)  # what the capture run recorded: calls, cases kept, skips
 
     def tolerance(self, dtype: str) -> Tolerance:
         return self.tolerances.get(dtype) or DEFAULT_TOLERANCES.get(dtype) or Tolerance(0.0, 0.0)

@@ -1,0 +1,178 @@
+"""Checks of one configured kernel before anything is written: each failure names the file, the line and the fix.
+
+- `path:`/`entry:` point at a function that exists (a moved function is found again by its name);
+- the test names files that exist, and mentions the entry or something that reaches it;
+- the module imports, the way a worker will import it, in the target's own Python (``runners/import_check.py``):
+  a package that is not installed, a GPU query at import time under the interpreter, or any other import-time
+  error is reported at the deepest line of the target's own code.
+"""
+from __future__ import annotations
+
+import ast
+import difflib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from runners.extract import Extraction
+
+from .config import CONFIG_PATH, KernelConfig, _line_of
+from .errors import UserError
+from .repo_tests import TestTarget
+from .scan import RepoIndex, is_test_file
+
+CHECKER = Path(__file__).resolve().parent.parent / "runners" / "import_check.py"
+MARKER = "KS-IMPORT-CHECK:"
+
+
+def config_at(root: Path, kernel: str, key: str) -> str:
+    """``.github/kernelsmith.yml line N (kernels.<kernel>.<key>)``, for messages."""
+    path = Path(root) / CONFIG_PATH
+    try:
+        line = _line_of(yaml.compose(path.read_text()), ("kernels", kernel, key))
+    except (OSError, yaml.YAMLError):
+        line = None
+    return f"{CONFIG_PATH}{f' line {line}' if line else ''} (kernels.{kernel}.{key})"
+
+
+def _defines(path: Path, name: str) -> bool:
+    try:
+        tree = ast.parse(path.read_text())
+    except (OSError, SyntaxError):
+        return False
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
+            return True
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            return True
+        if isinstance(node, ast.ImportFrom) and any((a.asname or a.name) == name for a in node.names):
+            return True
+    return False
+
+
+def _module_functions(path: Path) -> list[str]:
+    try:
+        return [n.name for n in ast.parse(path.read_text()).body if isinstance(n, ast.FunctionDef)]
+    except (OSError, SyntaxError):
+        return []
+
+
+def check_entry(root: Path, name: str, kernel: KernelConfig) -> None:
+    """The module exists and defines the entry; when either is wrong, look the entry up by its name."""
+    module = Path(root) / kernel.path
+    if module.is_file() and _defines(module, kernel.entry):
+        return
+    found = RepoIndex(root).find_symbol(kernel.entry)
+    if found:
+        places = ", ".join(f"{rel} line {line}" for rel, line in found[:3])
+        why = "does not exist" if not module.is_file() else f"does not define `{kernel.entry}`"
+        raise UserError(f"{kernel.path}, named by {config_at(root, name, 'path')}, {why}; `{kernel.entry}` is "
+                        f"defined in {places}",
+                        f"Set `path: {found[0][0]}` for `{name}` in {CONFIG_PATH} (the file has moved).")
+    if not module.is_file():
+        raise UserError(f"the module {kernel.path} named by {config_at(root, name, 'path')} does not exist in "
+                        f"{root}, and no file defines `{kernel.entry}`",
+                        "Fix `path:` (relative to the repository root); `kernelsmith scan` lists the kernels and "
+                        "their entry functions.")
+    names = _module_functions(module)
+    close = difflib.get_close_matches(kernel.entry, names, n=3) or [n for n in names if not n.startswith("_")][:5]
+    raise UserError(f"{kernel.path} defines no function `{kernel.entry}` ({config_at(root, name, 'entry')})",
+                    f"Set `entry:` to the function that launches the kernel"
+                    f"{': ' + ', '.join(close) if close else ''} (`kernelsmith scan` lists them).")
+
+
+def existing_test_paths(root: Path, test: TestTarget) -> list[str]:
+    return [p for p in test.paths if (Path(root) / p).exists()]
+
+
+def check_test_paths(root: Path, name: str, test: TestTarget) -> None:
+    missing = [p for p in test.paths if not (Path(root) / p).exists()]
+    if not test.is_command and missing:
+        raise UserError(f"the test {missing[0]} named by {config_at(root, name, 'test')} does not exist in {root}",
+                        "Fix `test:` to a pytest path or node id relative to the repository root "
+                        "(`kernelsmith scan` lists the tests that reach each kernel).")
+
+
+def _test_files(root: Path, paths: list[str]) -> list[str]:
+    files = []
+    for rel in paths:
+        path = Path(root) / rel
+        if path.is_dir():
+            files += [p.relative_to(root).as_posix() for p in sorted(path.rglob("*.py")) if is_test_file(p.name)]
+        elif path.suffix == ".py":
+            files.append(rel)
+    return files
+
+
+def check_test_reaches(root: Path, name: str, kernel: KernelConfig, test: TestTarget, plan: Extraction) -> None:
+    """The test files mention the entry, or a function or class that reaches it (read statically)."""
+    files = _test_files(root, existing_test_paths(root, test))
+    if not files:
+        return  # a command with no test file we can read: the capture run checks it instead
+    texts = {f: (Path(root) / f).read_text(errors="replace") for f in files}
+    if any(kernel.entry in t for t in texts.values()):
+        return
+    scope = [plan.import_root if plan.import_root != "." else "", *files]
+    index = RepoIndex(root, only=scope)
+    callers = {sym for _, sym in index.callers((kernel.path, kernel.entry)) if sym != "<module>"}
+    if any(c in t for c in callers for t in texts.values()):
+        return
+    raise UserError(f"the test {', '.join(files[:3])} named by {config_at(root, name, 'test')} never calls "
+                    f"`{kernel.entry}`, nor anything that calls it",
+                    "Point `test:` at the tests of this kernel (`kernelsmith scan` lists the tests that reach each "
+                    "entry), so that a changed kernel is really tested.")
+
+
+def check_import(root: Path, name: str, kernel: KernelConfig, plan: Extraction, backend: str,
+                 python: str | None, import_paths: list[str], timeout: float = 300.0) -> None:
+    """Import the module as a worker will; raise a UserError that names the target's failing line."""
+    job = {"root": str(root), "files": plan.files, "module": kernel.path, "entry": kernel.entry,
+           "backend": backend, "import_paths": import_paths}
+    python = python or sys.executable
+    try:
+        proc = subprocess.run([python, str(CHECKER)], input=json.dumps(job) + "\n", capture_output=True, text=True,
+                              timeout=timeout, cwd=root, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise UserError(f"could not import {kernel.path} with {python}: {exc}",
+                        "Check `python:` in .github/kernelsmith.yml, or that importing the module finishes.") from None
+    line = next((x for x in reversed(proc.stdout.splitlines()) if x.startswith(MARKER)), None)
+    if line is None:
+        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-12:])
+        raise UserError(f"importing {kernel.path} with {python} ended without an answer (exit {proc.returncode}):\n{tail}",
+                        "Make the module importable in a plain Python process (see the output above).")
+    result = json.loads(line[len(MARKER):])
+    if result["ok"]:
+        return
+    raise import_error(name, kernel, result, backend, python)
+
+
+def import_error(name: str, kernel: KernelConfig, result: dict, backend: str, python: str) -> UserError:
+    frames = result.get("frames") or []
+    deepest = frames[-1] if frames else None
+    at = f"{deepest['file']} line {deepest['line']}" if deepest else kernel.path
+    code = f" (`{deepest['code']}`)" if deepest and deepest.get("code") else ""
+    via = ""
+    if len(frames) > 1 and frames[0]["file"] != deepest["file"]:
+        via = f", reached from {frames[0]['file']} line {frames[0]['line']}"
+    what = f"{result['type']}: {result['message']}"
+    if result["kind"] == "bad_entry":
+        names = [n for n in result.get("names", []) if not n.startswith("_")]
+        close = difflib.get_close_matches(kernel.entry, names, n=3)
+        return UserError(f"{kernel.path} has no callable `{kernel.entry}` once imported",
+                         f"Set `entry:` for `{name}` to one of: {', '.join(close or names[:6])}.")
+    if result["kind"] == "missing_module":
+        return UserError(f"{at}{code} imports `{result.get('missing') or result['message']}`, which is not installed "
+                         f"in {python}{via}",
+                         "Install it in that environment, or point `python:` in .github/kernelsmith.yml at the "
+                         "target's own environment (where the engine's dependencies are installed).")
+    if result["kind"] == "device_probe":
+        return UserError(f"{at}{code} queries the GPU when the module is imported{via}, and the CPU interpreter "
+                         f"(--backend {backend}) has none: {what}",
+                         "Run on a GPU machine (--backend triton), or move that query into the function that needs "
+                         "it, so that importing the module does not touch the device.")
+    return UserError(f"importing {kernel.path} fails at {at}{code}{via}: {what}",
+                     "Fix that line, or make the module importable in a plain worker process (every package it "
+                     "imports installed in the `python:` environment, no work at import time).")

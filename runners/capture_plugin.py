@@ -1,0 +1,142 @@
+"""A pytest plugin that records every call of one entry function while the repository's own tests run.
+
+It runs inside the target's Python, so it uses only the standard library and torch. kernelsmith copies this
+file beside the test run as ``ks_capture_plugin.py`` and loads it with ``-p ks_capture_plugin``; the
+environment says what to record:
+
+    KS_CAPTURE_MODULE   dotted name of the kernel module (``sglang.srt.layers.norm``)
+    KS_CAPTURE_ENTRY    the entry function's name in it
+    KS_CAPTURE_OUT      a JSON-lines file; one line per recorded call
+    KS_CAPTURE_LIMIT    at most this many calls are recorded (default 2000)
+    KS_CAPTURE_WRITES   for at most this many distinct signatures, inputs are cloned before the call and
+                        compared after it, to see which arguments the entry writes (default 32)
+
+Each line holds, per argument, a tensor's shape, dtype, strides, contiguity, storage offset and device, or a
+scalar's value, and which tensors the call wrote; and the test that made the call. The entry is replaced in
+its module and in every module that had already bound it by name, so calls through any import are seen.
+"""
+from __future__ import annotations
+
+import functools
+import importlib
+import inspect
+import json
+import os
+import sys
+
+_STATE: dict = {"original": None, "wrapper": None, "calls": 0, "signatures": set(), "error": None}
+
+
+def _describe(value) -> dict:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return {"kind": "tensor", "shape": list(value.shape), "dtype": str(value.dtype).replace("torch.", ""),
+                "stride": list(value.stride()), "contiguous": value.is_contiguous(),
+                "offset": value.storage_offset(), "device": value.device.type}
+    if value is None:
+        return {"kind": "none"}
+    if isinstance(value, (bool, int, float, str)):
+        return {"kind": "scalar", "value": value}
+    if isinstance(value, torch.dtype):
+        return {"kind": "dtype", "value": str(value).replace("torch.", "")}
+    if isinstance(value, (list, tuple)) and all(isinstance(v, (bool, int, float)) for v in value):
+        return {"kind": "scalar", "value": list(value)}
+    if isinstance(value, (list, tuple)):
+        return {"kind": "sequence", "items": [_describe(v) for v in value][:16]}
+    return {"kind": "other", "type": type(value).__name__}
+
+
+def _changed(before, after) -> bool:
+    import torch
+
+    if before.shape != after.shape:
+        return True
+    if torch.equal(before, after):
+        return False
+    return not (before.is_floating_point() and torch.allclose(before, after, rtol=0, atol=0, equal_nan=True))
+
+
+def _write(record: dict) -> None:
+    with open(os.environ["KS_CAPTURE_OUT"], "a") as out:
+        out.write(json.dumps(record, default=str) + "\n")
+
+
+def _wrap(fn):
+    import torch
+
+    signature = inspect.signature(fn)
+    limit = int(os.environ.get("KS_CAPTURE_LIMIT", "2000"))
+    write_checks = int(os.environ.get("KS_CAPTURE_WRITES", "32"))
+
+    @functools.wraps(fn)
+    def recorder(*args, **kwargs):
+        if _STATE["calls"] >= limit:
+            return fn(*args, **kwargs)
+        try:
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            described = {name: _describe(v) for name, v in bound.arguments.items()}
+        except TypeError:
+            return fn(*args, **kwargs)
+        key = json.dumps(described, sort_keys=True, default=str)
+        before = {}
+        if key not in _STATE["signatures"] and len(_STATE["signatures"]) < write_checks:
+            _STATE["signatures"].add(key)
+            before = {n: v.detach().clone() for n, v in bound.arguments.items() if isinstance(v, torch.Tensor)}
+        result = fn(*args, **kwargs)
+        _STATE["calls"] += 1
+        written = None
+        if before:
+            written = sorted(n for n, b in before.items() if _changed(b, bound.arguments[n].detach()))
+        _write({"args": described, "written": written, "result": _describe(result) if not isinstance(
+            result, tuple) else {"kind": "sequence", "items": [_describe(r) for r in result]},
+            "test": os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" (", 1)[0]})
+        return result
+
+    recorder.__ks_capture__ = True
+    return recorder
+
+
+def _rebind() -> None:
+    """Point every module attribute that still holds the original entry at the recorder."""
+    original, wrapper = _STATE["original"], _STATE["wrapper"]
+    for module in list(sys.modules.values()):
+        namespace = getattr(module, "__dict__", None)
+        if not isinstance(namespace, dict):
+            continue
+        for name, value in list(namespace.items()):
+            if value is original:
+                namespace[name] = wrapper
+
+
+def install() -> None:
+    if _STATE["wrapper"] is not None or not os.environ.get("KS_CAPTURE_MODULE"):
+        return
+    try:
+        module = importlib.import_module(os.environ["KS_CAPTURE_MODULE"])
+        original = getattr(module, os.environ["KS_CAPTURE_ENTRY"])
+    except Exception as exc:  # noqa: BLE001 - the test run goes on; kernelsmith reports the reason
+        _STATE["error"] = f"{type(exc).__name__}: {exc}"
+        return
+    _STATE["original"], _STATE["wrapper"] = original, _wrap(original)
+    _STATE["error"] = None
+    _rebind()
+
+
+install()  # before conftest files and test modules bind the entry by name
+
+
+def pytest_configure(config) -> None:
+    install()
+
+
+def pytest_collection_finish(session) -> None:
+    install()
+    if _STATE["wrapper"] is not None:
+        _rebind()
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:
+    _write({"summary": True, "calls": _STATE["calls"], "error": _STATE["error"],
+            "installed": _STATE["wrapper"] is not None})
