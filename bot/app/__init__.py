@@ -1,0 +1,1 @@
+"""The GitHub App: `kernelsmith serve` (FastAPI under uvicorn)."""

@@ -1,0 +1,1 @@
+"""Jobs: the store (SQLAlchemy), explicit states and stages, and the runner that drives one job."""
