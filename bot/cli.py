@@ -22,7 +22,7 @@ class RichProgress:
         self.progress = progress
         self.task = None
 
-    def stage(self, text: str) -> None:
+    def stage(self, text: str, name: str = "") -> None:
         console.log(text)
 
     def search_started(self, budget: int) -> None:
@@ -58,6 +58,7 @@ def optimize(
     """Search for a faster version of one kernel, verify it, and write the pull-request report."""
     from .optimize import OptimizeOptions
     from .optimize import optimize as run
+    from .jobs.cli_job import run_as_job
 
     opts = OptimizeOptions(target=target, kernel=kernel, out=out, budget=budget, backend=backend, apply=apply,
                            seed=seed, min_speedup=min_speedup, trials=trials, timeout=timeout, overwrite=overwrite,
@@ -68,7 +69,7 @@ def optimize(
                TimeElapsedColumn()]
     try:
         with Progress(*columns, console=console) as progress:
-            result = run(opts, RichProgress(progress))
+            result = run_as_job(opts, run, RichProgress(progress))  # the App's job, run locally
     except UserError as exc:
         console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
         raise typer.Exit(code=2) from None
@@ -77,6 +78,24 @@ def optimize(
     if result.applied_commit:
         console.print(f"committed {result.applied_commit[:12]} on branch {result.report['applied']['branch']}")
     console.print(f"report: {result.out / 'report.md'}")
+
+
+@app.command("serve")
+def serve(host: str = typer.Option("0.0.0.0", help="Address to listen on."),
+          port: int = typer.Option(8000, help="Port to listen on.")) -> None:
+    """Run the GitHub App: webhook, job queue, scheduled scans and job pages (docs/deploy.md).
+
+    Needs KS_WEBHOOK_SECRET, KS_APP_ID and KS_PRIVATE_KEY (or KS_PRIVATE_KEY_PATH); everything else has a
+    default (SQLite in ./kernelsmith-data, local dispatch)."""
+    from .app.service import serve as run_service
+    from .app.settings import from_env
+
+    try:
+        settings = from_env()
+    except UserError as exc:
+        console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        raise typer.Exit(code=2) from None
+    run_service(settings, host, port)
 
 
 @app.command("kernels")
