@@ -372,12 +372,21 @@ def implausible(result: CaseResult, peak_gbs: float, l2_bytes: int, max_speedup:
 def evaluate(judge: Judge, cases: list[Case], secret: int, trials: int, time_it: bool, reference: bool,
              ev: Evaluation, peak: tuple[float, int] | None) -> Evaluation:
     """The whole protocol for one candidate; ``ev`` arrives with stage 'correctness'."""
+    mark = time.perf_counter()
+
+    def phase(name: str) -> None:
+        nonlocal mark
+        now = time.perf_counter()
+        ev.phases[name] = ev.phases.get(name, 0.0) + now - mark
+        mark = now
+
     try:
         for index, case in enumerate(cases):
             result = CaseResult(case=case.id)
             ev.cases.append(result)
             judge.check_case(case, index, secret, trials, result)
             result.correct = True
+        phase("correctness")
         if time_it and judge.backend.timed:
             ev.stage = "timing"
             for index, (case, result) in enumerate(zip(cases, ev.cases)):
@@ -388,9 +397,11 @@ def evaluate(judge: Judge, cases: list[Case], secret: int, trials: int, time_it:
             largest = max(range(len(cases)), key=lambda i: ev.cases[i].bytes_moved or 0)
             judge.own_kernel_share(ev.cases[largest])
             judge.release()
+            phase("timing")
             # A candidate that behaves while checked and cuts corners once the calls pile up is caught here.
             for index, case in enumerate(cases):
                 judge.check_case(case, index, secret + 1, 1, CaseResult(case=case.id))
+            phase("recheck")
             if peak:
                 for result in ev.cases:
                     reason = implausible(result, *peak)

@@ -64,6 +64,7 @@ class Evaluation:
     duration_s: float = 0.0
     env: Environment | None = None
     notes: list[str] = field(default_factory=list)
+    phases: dict = field(default_factory=dict)  # seconds: worker, load, correctness, timing, recheck
 
     @property
     def fitness(self) -> float | None:

@@ -231,7 +231,11 @@ class Evaluator:
         oracle.deadline = candidate.deadline = deadline
         ev = Evaluation(stage="compile")
         try:
+            t0 = time.perf_counter()
+            candidate.wait_ready(START_TIMEOUT)
+            t1 = time.perf_counter()
             info = self._load(candidate, "ks_candidate", source)
+            ev.phases.update(worker=t1 - t0, load=time.perf_counter() - t1)
             if not info.get("ok"):
                 ev.error = f"import failed: {info.get('error')}\n{info.get('traceback', '')}".strip()
                 ev.error = ev.error.replace(str(candidate.workdir / "ks_candidate") + "/", "")

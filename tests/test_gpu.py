@@ -23,12 +23,15 @@ def gpu_evaluator(tmp_path_factory):
 
 
 def test_baseline_against_itself_times_near_one(gpu_evaluator):
-    ev = gpu_evaluator.evaluate(gpu_evaluator.baseline, seed=1)
+    ev = gpu_evaluator.evaluate(gpu_evaluator.baseline, seed=1, reference=True)
     assert ev.ok and ev.timed, ev.error
     for case in ev.cases:
-        assert case.timing_method == "cuda-graph"
-        assert 0.9 < case.speedup < 1.1, case
+        assert case.timing_method == "cuda-graph" and case.slots >= 2
+        assert 0.97 < case.speedup < 1.03, case
+        assert 0.9 < case.judge_ratio < 1.1, case  # the judge's clock agrees with the worker's
         assert case.baseline_host_us > 0 and case.candidate_host_us > 0
+        assert case.reference_us and case.reference_us > 0  # torch.compile of the reference, timed
+        assert any(k.endswith(":_rms_norm_kernel") for k in case.launched)
     assert ev.env.peak_bandwidth_gbs > 1000 and "H" in ev.env.device
 
 
@@ -38,7 +41,8 @@ def test_baseline_against_itself_times_near_one(gpu_evaluator):
     ("memoized_output.py", "correctness"),
     ("modifies_input.py", "correctness"),
     ("nan_output.py", "correctness"),
-    ("lazy_after_warmup.py", "timing"),
+    ("torch_only.py", "kernel"),
+    ("lazy_after_warmup.py", "kernel"),
 ])
 def test_cheats_are_caught_on_the_gpu(gpu_evaluator, cheat, stage):
     ev = gpu_evaluator.evaluate((CHEATS / cheat).read_text(), seed=2)
@@ -48,13 +52,11 @@ def test_cheats_are_caught_on_the_gpu(gpu_evaluator, cheat, stage):
 def test_honest_rewrite_is_timed(gpu_evaluator):
     ev = gpu_evaluator.evaluate((CHEATS / "honest_rewrite.py").read_text(), seed=3)
     assert ev.ok and ev.timed and ev.fitness > 0, ev.error
+    assert all(0.85 < c.judge_ratio < 1.15 for c in ev.cases)
 
 
-def test_remembered_inputs_past_the_policy_are_caught_by_refilled_timing(gpu_evaluator):
-    ev = run_past_the_policy(gpu_evaluator, (CHEATS / "remembers_inputs.py").read_text(), time_it=True)
-    assert not ev.ok and ev.stage == "timing" and "timed calls are wrong" in ev.error, (ev.stage, ev.error)
-
-
-def test_slowed_oracle_past_the_policy_is_caught_on_the_gpu(gpu_evaluator):
-    ev = run_past_the_policy(gpu_evaluator, (CHEATS / "slowed_oracle.py").read_text(), time_it=True)
-    assert not ev.ok and ev.stage == "policy" and "JITFunction.run" in ev.error
+@pytest.mark.parametrize("cheat", ["remembers_inputs.py", "slowed_oracle.py", "patches_timer.py",
+                                   "detects_capture.py", "side_stream.py"])
+def test_cheats_past_the_policy_get_no_speedup_on_the_gpu(gpu_evaluator, cheat):
+    ev = run_past_the_policy(gpu_evaluator, (CHEATS / cheat).read_text(), time_it=True)
+    assert not ev.ok, (ev.stage, [(c.case, c.speedup, c.judge_ratio) for c in ev.cases])

@@ -1,0 +1,208 @@
+"""The evaluator on a GPU: stability, resolution, autotune pinning, throughput (issue 5, "Show that it works").
+
+    python3 bench/evaluator.py --out DIR [--parts a,b,c,d] [--runs 5] [--pairs 100]
+
+(a) the baseline against itself in ``--runs`` fresh evaluators (fresh oracle and candidate processes) on the
+    example kernels at every configured shape: per-case self-speedups and max/min of the baseline's medians;
+(b) a candidate made about 3 % slower (3 % more bytes read per row) ranked slower in ``--pairs`` paired
+    evaluations, on one bandwidth-bound RMSNorm case;
+(c) the autotuned LayerNorm against a copy of itself (the oracle's chosen configs pinned on the copy);
+(d) candidates evaluated per minute for the RMSNorm task (launch-tuner candidates), with the evaluator's own
+    overhead per candidate beyond compiling and timing.
+(e) is the GPU test files, run by bench/evaluator_gpu.sh.
+Writes DIR/evaluator.json and prints a short table.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import platform
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bot.config import load_config, task_spec  # noqa: E402
+from evolver.launch_params import find_knobs, render  # noqa: E402
+from runners.extract import build_bundle  # noqa: E402
+from runners.sandbox import Evaluator, copy_reference  # noqa: E402
+
+EXAMPLE = ROOT / "examples" / "tinyserve"
+KERNELS = ["rms_norm", "silu_and_mul", "apply_rotary_pos_emb", "softmax", "layer_norm"]
+
+
+def bundle_for(name: str, shapes: list[dict] | None = None, dtypes: list[str] | None = None) -> Path:
+    kernel = load_config(EXAMPLE).kernels[name]
+    if shapes is not None:
+        kernel = kernel.model_copy(update={"shapes": shapes})
+    if dtypes is not None:
+        kernel = kernel.model_copy(update={"dtypes": dtypes})
+    spec = task_spec(name, kernel, "triton")
+    bundle = Path(tempfile.mkdtemp(prefix=f"bench-{name}-"))
+    build_bundle(EXAMPLE, spec, bundle)
+    copy_reference(EXAMPLE, bundle, spec.reference)
+    return bundle
+
+
+def part_a(runs: int) -> dict:
+    out = {}
+    for name in KERNELS:
+        bundle = bundle_for(name)
+        per_run = []
+        for run in range(runs):
+            with Evaluator(bundle, "triton", timeout=600, trials=1, spare=False) as ev:
+                r = ev.evaluate(ev.baseline, seed=1000 + run, reference=(run == 0))
+            if not r.ok:
+                per_run.append({"error": f"{r.stage}: {r.error[:300]}"})
+                continue
+            per_run.append({c.case: {"speedup": c.speedup, "baseline_us": c.baseline_us, "judge_ratio": c.judge_ratio,
+                                     "spread": [c.baseline_spread, c.candidate_spread], "samples": c.samples,
+                                     "slots": c.slots, "reference_us": c.reference_us} for c in r.cases})
+        good = [r for r in per_run if "error" not in r]
+        cases = sorted({c for r in good for c in r})
+        summary = {}
+        for case in cases:
+            sp = [r[case]["speedup"] for r in good if case in r]
+            med = [r[case]["baseline_us"] for r in good if case in r]
+            summary[case] = {"self_speedup_min": min(sp), "self_speedup_max": max(sp),
+                             "baseline_median_max_over_min": max(med) / min(med), "baseline_us": statistics.median(med),
+                             "judge_ratio": [r[case]["judge_ratio"] for r in good if case in r],
+                             "torch_compile_us": next((r[case]["reference_us"] for r in good
+                                                       if r.get(case, {}).get("reference_us")), None)}
+        out[name] = {"runs": per_run, "summary": summary}
+    return out
+
+
+SLOWER_PATCH = ("    x = tl.load(x_ptr + row * stride_x_row + offs, mask=mask, other=0.0).to(tl.float32)\n",
+                "    x = tl.load(x_ptr + row * stride_x_row + offs, mask=mask, other=0.0).to(tl.float32)\n"
+                "    extra = tl.load(x_ptr + ((row + 7) % tl.num_programs(0)) * stride_x_row + offs,\n"
+                "                    mask=offs < N // 32, other=0.0).to(tl.float32)\n"
+                "    x = x + tl.where(tl.sum(extra, axis=0) != tl.sum(extra, axis=0), 1.0, 0.0)\n")
+
+
+def part_b(pairs: int) -> dict:
+    bundle = bundle_for("rms_norm", shapes=[{"T": 4096, "H": 4096}], dtypes=["float16"])
+    with Evaluator(bundle, "triton", timeout=600, trials=1) as ev:
+        slower = ev.baseline.replace(*SLOWER_PATCH)
+        assert slower != ev.baseline
+        ratios, base_self = [], []
+        for i in range(pairs):
+            r = ev.evaluate(slower, seed=5000 + i)
+            if not r.ok:
+                return {"error": f"{r.stage}: {r.error[:400]}"}
+            ratios.append(r.cases[0].speedup)
+            if i % 10 == 0:
+                s = ev.evaluate(ev.baseline, seed=7000 + i)
+                base_self.append(s.cases[0].speedup if s.ok else None)
+    return {"case": "T=4096,H=4096/float16", "pairs": pairs, "ranked_slower": sum(1 for x in ratios if x < 1.0),
+            "mean_slowdown": 1 - statistics.mean(ratios), "speedups": ratios, "baseline_self": base_self}
+
+
+def part_c(runs: int) -> dict:
+    bundle = bundle_for("layer_norm")
+    results = []
+    for run in range(runs):
+        with Evaluator(bundle, "triton", timeout=600, trials=1, spare=False) as ev:
+            copy = ev.baseline + "\n# a copy of the kernel module\n"
+            r = ev.evaluate(copy, seed=9000 + run)
+        results.append({"ok": r.ok, "error": r.error[:300],
+                        "cases": {c.case: {"speedup": c.speedup, "autotune": c.autotune} for c in r.cases}})
+    sp = [c["speedup"] for r in results if r["ok"] for c in r["cases"].values()]
+    return {"runs": results, "min": min(sp) if sp else None, "max": max(sp) if sp else None}
+
+
+def part_d(count: int) -> dict:
+    bundle = bundle_for("rms_norm")
+    with Evaluator(bundle, "triton", timeout=600, trials=2) as ev:
+        knobs = find_knobs(ev.baseline)
+        rng = random.Random(3)
+        sources = []
+        while len(sources) < count:
+            genome = {k.key: rng.randrange(len(k.choices)) for k in rng.sample(knobs, k=min(2, len(knobs)))}
+            src = render(ev.baseline, knobs, genome)
+            if src not in sources and src != ev.baseline:
+                sources.append(src)
+        ev.evaluate(ev.baseline, seed=1)  # the oracle warm, as in a search
+        rows = []
+        t0 = time.perf_counter()
+        for i, src in enumerate(sources):
+            r = ev.evaluate(src, seed=100 + i)
+            rows.append({"ok": r.ok, "stage": r.stage, "duration_s": r.duration_s, "phases": r.phases,
+                         "fitness": r.fitness})
+        wall = time.perf_counter() - t0
+    phases = {k: statistics.mean(r["phases"].get(k, 0.0) for r in rows) for k in
+              ("worker", "load", "correctness", "timing", "recheck")}
+    per = statistics.mean(r["duration_s"] for r in rows)
+    return {"candidates": count, "wall_s": wall, "per_minute": 60 * count / wall, "mean_s": per,
+            "phases_mean_s": phases,
+            "overhead_beyond_compile_and_timing_s": per - phases["correctness"] - phases["timing"],
+            "rows": rows}
+
+
+def environment() -> dict:
+    import torch
+    import triton
+
+    smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                         capture_output=True, text=True).stdout.strip()
+    return {"device": torch.cuda.get_device_name(), "nvidia_smi": smi, "torch": torch.__version__,
+            "triton": triton.__version__, "cuda": torch.version.cuda, "python": platform.python_version(),
+            "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--parts", default="a,b,c,d")
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--pairs", type=int, default=100)
+    ap.add_argument("--candidates", type=int, default=30)
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    result = {"environment": environment()}
+    path = args.out / "evaluator.json"
+    for part in args.parts.split(","):
+        t0 = time.perf_counter()
+        result[part] = {"a": lambda: part_a(args.runs), "b": lambda: part_b(args.pairs),
+                        "c": lambda: part_c(args.runs), "d": lambda: part_d(args.candidates)}[part]()
+        result[part]["seconds"] = time.perf_counter() - t0
+        path.write_text(json.dumps(result, indent=1, default=str))
+        print(f"part {part} done in {result[part]['seconds']:.0f} s", flush=True)
+    print_table(result)
+
+
+def print_table(result: dict) -> None:
+    if "a" in result:
+        print("(a) baseline vs itself: kernel case | self-speedup min..max | medians max/min | judge ratio")
+        for name, data in result["a"].items():
+            if name == "seconds":
+                continue
+            for case, s in data["summary"].items():
+                jr = [x for x in s["judge_ratio"] if x]
+                print(f"  {name:22s} {case:34s} {s['self_speedup_min']:.4f}..{s['self_speedup_max']:.4f}  "
+                      f"{s['baseline_median_max_over_min']:.4f}  {min(jr or [0]):.3f}..{max(jr or [0]):.3f}")
+            for r in data["runs"]:
+                if "error" in r:
+                    print(f"  {name}: ERROR {r['error']}")
+    if "b" in result:
+        b = result["b"]
+        print(f"(b) ~3% slower: {b.get('ranked_slower')}/{b.get('pairs')} ranked slower, mean slowdown "
+              f"{b.get('mean_slowdown', 0):.4f} {b.get('error', '')}")
+    if "c" in result:
+        c = result["c"]
+        print(f"(c) autotuned copy vs itself: {c['min']}..{c['max']}")
+    if "d" in result:
+        d = result["d"]
+        print(f"(d) {d['per_minute']:.1f} candidates/min, mean {d['mean_s']:.2f} s, phases {d['phases_mean_s']}, "
+              f"overhead {d['overhead_beyond_compile_and_timing_s']:.2f} s")
+
+
+if __name__ == "__main__":
+    main()
