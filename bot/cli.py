@@ -112,6 +112,7 @@ def list_kernels(target: Path = typer.Argument(..., help="Checkout of the target
         typer.echo(f"{name}\t{k.path}:{k.entry}\ttest {k.test}\t{len(k.shapes)} shapes x {len(k.dtypes)} dtypes")
 
 
+
 @app.command("resume")
 def resume(run_dir: Path = typer.Argument(..., help="The --out folder of an interrupted optimize run.")) -> None:
     """Continue an interrupted run with the same random and bandit state (its run.sqlite)."""
@@ -183,6 +184,74 @@ def kernelbench(
                    f"fast_1 {row['fast_1'] if row['fast_1'] is not None else 'not timed'}\t"
                    f"AMSR {row['amsr'] if row['amsr'] is not None else 'not timed'}")
     typer.echo(f"summary: {out / 'summary.json'}")
+
+
+@app.command("scan")
+def scan_repo(target: Path = typer.Argument(..., help="Checkout of the repository to read (nothing is imported).")
+              ) -> None:
+    """List the Triton kernels, the functions that launch them, the tests that reach them, and what is missing."""
+    from .config import CONFIG_PATH, load_config
+    from .scan import format_table, scan
+
+    configured = {}
+    if (target / CONFIG_PATH).is_file():
+        try:
+            configured = {n: (k.path, k.entry) for n, k in load_config(target).kernels.items()}
+        except UserError as exc:
+            console.print(f"[yellow]note:[/] {exc}", highlight=False, soft_wrap=True)
+    typer.echo(format_table(scan(target, configured)))
+
+
+@app.command("init")
+def init_config(
+    target: Path = typer.Argument(..., help="Checkout of the repository."),
+    out: Path = typer.Option(None, help="Where to write the proposal (default: <target>/.github/kernelsmith.yml)."),
+    capture: bool = typer.Option(False, "--capture", help="Run each kernel's test once and take arguments, shapes, "
+                                                          "dtypes and written arguments from the recorded calls."),
+    backend: str = typer.Option("auto", help="For --capture: auto, triton (GPU) or interpret (CPU)."),
+    python: str = typer.Option(None, help="For --capture: the target's interpreter (or virtual environment)."),
+    force: bool = typer.Option(False, "--force", help="Replace an existing file."),
+) -> None:
+    """Write a proposed .github/kernelsmith.yml for review: one entry per kernel entry that a test reaches."""
+    from .config import CONFIG_PATH
+    from .init_config import proposals, render
+
+    dest = out or target / CONFIG_PATH
+    if dest.exists() and not force:
+        console.print(f"[bold red]error:[/] {dest} exists. Pass --force to replace it, or --out elsewhere.")
+        raise typer.Exit(code=2)
+    try:
+        recorder = _init_capture(target, backend, python) if capture else None
+        props = proposals(target, recorder)
+    except UserError as exc:
+        console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        raise typer.Exit(code=2) from None
+    if not props:
+        console.print("no kernel entry is reached by a test; `kernelsmith scan` shows what is missing")
+        raise typer.Exit(code=1)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_text(render(props))
+    typer.echo(f"wrote {dest}: {len(props)} kernels ({', '.join(p.name for p in props)}); review it before committing")
+
+
+def _init_capture(target: Path, backend: str, python: str | None):
+    from runners.extract import import_root
+
+    from .capture import run_capture
+    from .optimize import resolve_backend
+    from .repo_tests import TestSettings
+    from .target import open_target, resolve_python
+
+    tgt = open_target(target)
+    backend = resolve_backend(backend)
+    interpreter = resolve_python(tgt.root, python, "--python")
+
+    def record(row, test, dotted):
+        tgt.tests = TestSettings(python=interpreter, import_roots=[import_root(tgt.root, row.entry_file)[0]])
+        console.log(f"capture: {test} -> {row.entry}")
+        return run_capture(tgt, test, dotted, row.entry_name, backend).calls
+
+    return record
 
 
 if __name__ == "__main__":
