@@ -77,7 +77,9 @@ class JobProgress:
 def finish(store: JobStore, job_id: int, verdict: str, reason: str, out: Path, publish: bool) -> Job:
     """The pipeline returned: record the verdict; an improvement goes on to publishing when `publish`."""
     store.enter_stage(job_id, "report")
-    fields = {"verdict": verdict, "reason": reason or None, "out_dir": str(out)}
+    fields = {"verdict": verdict, "out_dir": str(out)}
+    if reason:  # an empty reason keeps what the job already says (e.g. that it was resumed after a restart)
+        fields["reason"] = reason
     if verdict == "improved":
         return store.transition(job_id, State.publishing if publish else State.done, **fields)
     return store.transition(job_id, State.no_gain, **fields)
