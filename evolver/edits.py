@@ -87,19 +87,29 @@ def closest_lines(source: str, search: str) -> tuple[int, str]:
     return at + 1, "\n".join(lines[at:at + n])
 
 
+def _matches(lines: list[str], want: list[str]) -> list[int]:
+    n = len(want)
+    return [i for i in range(len(lines) - n + 1) if lines[i:i + n] == want] if n else []
+
+
 def apply_diff(parent: str, answer: str) -> str:
+    """Each SEARCH block must equal whole lines of the source exactly once (whitespace included)."""
     source = parent
     for i, (search, replace) in enumerate(parse_diff(answer), 1):
-        count = source.count(search) if search else 0
-        if count == 1:
-            source = source.replace(search, replace, 1)
+        lines = source.splitlines()
+        want = search.splitlines()
+        found = _matches(lines, want)
+        if len(found) == 1:
+            at = found[0]
+            lines[at:at + len(want)] = replace.splitlines()
+            source = "\n".join(lines) + "\n"
             continue
-        if count > 1:
-            raise EditError(f"SEARCH block {i} matches {count} places; include more surrounding lines so that it "
-                            "matches exactly one")
+        if len(found) > 1:
+            raise EditError(f"SEARCH block {i} matches {len(found)} places; include more surrounding lines so "
+                            "that it matches exactly one")
         line, text = closest_lines(source, search)
-        raise EditError(f"SEARCH block {i} does not match the parent exactly (whitespace included). The closest "
-                        f"lines of the parent, from line {line}, are:\n{text[:1500]}")
+        raise EditError(f"SEARCH block {i} does not match whole lines of the parent exactly (whitespace "
+                        f"included). The closest lines of the parent, from line {line}, are:\n{text[:1500]}")
     problem = _outside_change(parent, source)
     if problem:
         raise EditError(problem)

@@ -185,9 +185,12 @@ class Search:
                 while self.pending and free_devices:
                     cand, slot = self.pending.popleft(), free_devices.pop(0)
                     evaluating[pool.submit(self.evaluators[slot], cand)] = (cand, slot)
-                if stop and not evaluating and not self.pending:
+                # Past the wall clock, proposals still thinking are abandoned; any other stop lets them finish
+                # (their tokens are spent) and evaluates what they bring.
+                waiting = [] if stop == "wall-clock" else list(proposing)
+                if stop and not evaluating and not self.pending and not waiting:
                     break
-                futures = list(evaluating) + ([] if stop else list(proposing))
+                futures = list(evaluating) + waiting
                 if not futures:
                     break
                 done, _ = wait(futures, timeout=1.0, return_when=FIRST_COMPLETED)

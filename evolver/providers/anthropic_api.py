@@ -1,10 +1,15 @@
-"""The Anthropic Messages API through the ``anthropic`` client; the static prompt prefix is cached."""
+"""The Anthropic Messages API through the ``anthropic`` client; the static prompt prefix is cached.
+
+The current Messages API takes no ``temperature`` or ``top_p`` (the client refuses them), so a preset's
+sampling settings apply to OpenAI-compatible servers only; the run store records them as not sent.
+"""
 from __future__ import annotations
 
 from .base import ModelSpec, Prompt, Provider, TransientError, Usage
 
 
 class AnthropicProvider(Provider):
+    sends_sampling = False
     def __init__(self, spec: ModelSpec, **kw):
         super().__init__(spec, **kw)
         import anthropic
@@ -15,19 +20,13 @@ class AnthropicProvider(Provider):
 
     def _call(self, prompt: Prompt, temperature: float | None, top_p: float | None) -> tuple[str, Usage]:
         a = self._anthropic
-        extra = {}
-        if temperature is not None:
-            extra["temperature"] = temperature
-        if top_p is not None:
-            extra["top_p"] = top_p
         try:
             resp = self.client.messages.create(
                 model=self.spec.model, max_tokens=self.spec.max_tokens,
                 system=[{"type": "text", "text": prompt.system}],
                 messages=[{"role": "user", "content": [
                     {"type": "text", "text": prompt.static, "cache_control": {"type": "ephemeral"}},
-                    {"type": "text", "text": prompt.dynamic}]}],
-                **extra)
+                    {"type": "text", "text": prompt.dynamic}]}])
         except a.APIStatusError as exc:
             if exc.status_code == 429 or exc.status_code >= 500:
                 raise TransientError(f"HTTP {exc.status_code}") from None

@@ -101,6 +101,8 @@ class TransientError(Exception):
 class Provider:
     """One model behind one client. Subclasses implement ``_call(prompt, temperature, top_p) -> (text, usage)``."""
 
+    sends_sampling = True  # temperature and top_p reach the model
+
     def __init__(self, spec: ModelSpec, sleep: Callable[[float], None] = time.sleep):
         self.spec = spec
         self.sleep = sleep
@@ -114,6 +116,8 @@ class Provider:
         ``Completion.error`` (a run never crashes on its LLM)."""
         temperature = self.spec.temperature if self.spec.temperature is not None else temperature
         top_p = self.spec.top_p if self.spec.top_p is not None else top_p
+        if not self.sends_sampling:
+            temperature = top_p = None
         out = Completion(model=self.spec.name, prompt=prompt, temperature=temperature, top_p=top_p)
         start = time.monotonic()
         for attempt in range(self.spec.max_retries + 1):
