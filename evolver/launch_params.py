@@ -135,6 +135,9 @@ class _NotStatic(Exception):
     pass
 
 
+_MODULE = " module"  # env key: the module's simple top-level assignments (name -> value node)
+
+
 def _static(node: ast.expr, env: dict):
     """A config list's value without running target code: constants, lists, comprehensions, Config calls."""
     if isinstance(node, ast.Constant):
@@ -142,7 +145,29 @@ def _static(node: ast.expr, env: dict):
     if isinstance(node, ast.Name):
         if node.id in env:
             return env[node.id]
+        module = env.get(_MODULE, {})
+        if node.id in module:
+            return _static(module[node.id], {_MODULE: {k: v for k, v in module.items() if k != node.id}})
         raise _NotStatic(node.id)
+    if isinstance(node, ast.IfExp):  # `ALL if torch.cuda.is_available() else ALL[:1]`: the fuller branch
+        branches = []
+        for branch in (node.body, node.orelse):
+            try:
+                branches.append(_static(branch, env))
+            except _NotStatic:
+                pass
+        if not branches:
+            raise _NotStatic("IfExp")
+        return max(branches, key=lambda b: len(b) if isinstance(b, list) else 0)
+    if isinstance(node, ast.Subscript):
+        value = _static(node.value, env)
+        index = node.slice
+        if isinstance(index, ast.Slice):
+            parts = [_static(p, env) if p is not None else None for p in (index.lower, index.upper, index.step)]
+            return value[slice(*parts)]
+        return value[_static(index, env)]
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return -_static(node.operand, env)
     if isinstance(node, (ast.List, ast.Tuple)):
         return [_static(e, env) for e in node.elts]
     if isinstance(node, ast.Dict):
@@ -200,7 +225,8 @@ def _scalar_params(fn: ast.FunctionDef, constexprs: set[str]) -> list[str]:
             pointers |= {n.id for n in ast.walk(node.args[0]) if isinstance(n, ast.Name)}
         if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
             pointers.add(node.target.id)
-    return [p for p in params if p not in pointers and p not in constexprs]
+    skip = ("eps", "stride", "scale", "alpha", "beta", "ptr")  # floats and layouts: no reason to re-tune on them
+    return [p for p in params if p not in pointers and p not in constexprs and not any(w in p.lower() for w in skip)]
 
 
 def autotuned_kernels(tree: ast.Module, source: str, entry: str | None = None) -> list[Autotuned]:
@@ -216,10 +242,12 @@ def autotuned_kernels(tree: ast.Module, source: str, entry: str | None = None) -
             kw = {k.arg: k.value for k in dec.keywords if k.arg}
             configs_node = kw.get("configs", dec.args[0] if dec.args else None)
             key_node = kw.get("key", dec.args[1] if len(dec.args) > 1 else None)
+            env = {_MODULE: {t.id: n.value for n in tree.body if isinstance(n, ast.Assign)
+                             for t in n.targets if isinstance(t, ast.Name)}}
             try:
-                configs = _static(configs_node, {}) if configs_node is not None else []
-                key = _static(key_node, {}) if key_node is not None else []
-            except (_NotStatic, TypeError, IndexError, KeyError):
+                configs = _static(configs_node, env) if configs_node is not None else []
+                key = _static(key_node, env) if key_node is not None else []
+            except (_NotStatic, TypeError, IndexError, KeyError, ValueError, RecursionError):
                 continue  # configs built at run time: left alone
             if not configs or not all(isinstance(c, TuneConfig) for c in configs):
                 continue

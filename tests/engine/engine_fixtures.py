@@ -12,8 +12,10 @@ EXAMPLE = ROOT / "examples" / "tinyserve"
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tests.llm_server.server import RecordedLLM  # noqa: E402
 
+from tests.llm_server.server import RecordedLLM
+
+__all__ = ["EXAMPLE", "RECORDED", "ROOT", "SCRIPTS", "RecordedLLM", "models_file"]
 SCRIPTS = ROOT / "tests" / "llm_server" / "scripts"
 RECORDED = ROOT / "tests" / "llm_server" / "recorded"
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from evolver.candidate import Candidate  # noqa: E402
-from evolver.engine import EngineOptions, new_archive, run_search  # noqa: E402
-from runners.results import CaseResult, Evaluation  # noqa: E402
+from evolver.candidate import Candidate
+from evolver.engine import EngineOptions, new_archive, run_search
+from runners.results import CaseResult, Evaluation
 
 SILU = (Path(__file__).resolve().parents[2] / "examples/tinyserve/tinyserve/kernels/activation.py").read_text()
 

@@ -3,6 +3,7 @@ selection with a penalty for many children, inspirations, and duplicates refused
 import random
 
 from engine_fixtures import EXAMPLE
+
 from evolver.archive import Archive, rank
 from evolver.candidate import Candidate
 from evolver.descriptors import code_features

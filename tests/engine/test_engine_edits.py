@@ -1,7 +1,15 @@
 """Turning answers into candidates: code blocks, the EVOLVE region, strict SEARCH/REPLACE diffs."""
 import pytest
 
-from evolver.edits import END, START, EditError, apply_diff, apply_rewrite, extract_code, split_region
+from evolver.edits import (
+    END,
+    START,
+    EditError,
+    apply_diff,
+    apply_rewrite,
+    extract_code,
+    split_region,
+)
 
 MODULE = f'''import torch
 

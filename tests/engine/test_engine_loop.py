@@ -5,7 +5,7 @@ import threading
 import time
 
 import pytest
-from engine_fixtures import RecordedLLM, SCRIPTS, models_file
+from engine_fixtures import RecordedLLM, models_file
 from test_engine_archive import SOFTMAX, timed
 
 from evolver.archive import Archive
@@ -85,7 +85,7 @@ def test_proposals_overlap_evaluations_and_each_device_runs_one_at_a_time():
 
 def test_duplicates_are_refused_before_evaluation_and_the_space_runs_out():
     device = Device()
-    s, summary, _, _ = search(Budget(evaluations=100), Counter(repeat_every=5), [device], max_duplicate_streak=10)
+    _, summary, _, _ = search(Budget(evaluations=100), Counter(repeat_every=5), [device], max_duplicate_streak=10)
     assert device.calls == 5 == summary.evaluated  # K = 0..4, each evaluated once
     assert summary.duplicates_rejected >= 10 and summary.stop == "exhausted"
 
@@ -142,7 +142,7 @@ def test_token_and_money_budgets_stop_llm_runs(tmp_path):
 
 def test_a_failing_llm_neither_crashes_nor_stalls_the_run(tmp_path):
     script = [{"status": 500}, {"text": "no code here"}, {"delay": 3, "text": "too late"}, {"status": 429}]
-    s, summary, device, seconds, requests = llm_search(tmp_path, script, Budget(evaluations=5))
+    _, summary, device, seconds, requests = llm_search(tmp_path, script, Budget(evaluations=5))
     assert summary.stop == "proposals keep failing" and device.calls == 0 and seconds < 60
     assert summary.rejected_proposals >= 6 and requests
 

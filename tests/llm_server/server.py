@@ -112,7 +112,7 @@ class RecordedLLM:
                 "usage": {"prompt_tokens": prompt, "completion_tokens": len(text) // 4 + 1,
                           "total_tokens": prompt + len(text) // 4 + 1}}
 
-    def start(self) -> "RecordedLLM":
+    def start(self) -> RecordedLLM:
         self.thread.start()
         return self
 
@@ -120,7 +120,7 @@ class RecordedLLM:
         self.httpd.shutdown()
         self.httpd.server_close()
 
-    def __enter__(self) -> "RecordedLLM":
+    def __enter__(self) -> RecordedLLM:  # noqa: PYI034
         return self.start()
 
     def __exit__(self, *exc) -> None:

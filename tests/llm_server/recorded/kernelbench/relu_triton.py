@@ -1,7 +1,7 @@
 import torch
-import torch.nn as nn
 import triton
 import triton.language as tl
+from torch import nn
 
 
 @triton.jit

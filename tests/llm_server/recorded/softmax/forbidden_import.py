@@ -1,6 +1,5 @@
 """Row softmax over the last dim."""
 
-import os
 import torch
 import triton
 import triton.language as tl
