@@ -29,10 +29,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bot.config import load_config, task_spec  # noqa: E402
-from evolver.launch_params import find_knobs, render  # noqa: E402
-from runners.extract import build_bundle  # noqa: E402
-from runners.sandbox import Evaluator, copy_reference  # noqa: E402
+from bot.config import load_config, task_spec
+from evolver.launch_params import find_knobs, render
+from runners.extract import build_bundle
+from runners.sandbox import Evaluator, copy_reference
 
 EXAMPLE = ROOT / "examples" / "tinyserve"
 KERNELS = ["rms_norm", "silu_and_mul", "apply_rotary_pos_emb", "softmax", "layer_norm"]
@@ -81,10 +81,10 @@ def part_a(runs: int) -> dict:
 
 
 SLOWER_PATCH = ("    x = tl.load(x_ptr + row * stride_x_row + offs, mask=mask, other=0.0).to(tl.float32)\n",
-                "    x = tl.load(x_ptr + row * stride_x_row + offs, mask=mask, other=0.0).to(tl.float32)\n"
+                ("    x = tl.load(x_ptr + row * stride_x_row + offs, mask=mask, other=0.0).to(tl.float32)\n"
                 "    extra = tl.load(x_ptr + ((row + 7) % tl.num_programs(0)) * stride_x_row + offs,\n"
                 "                    mask=offs < N // 32, other=0.0).to(tl.float32)\n"
-                "    x = x + tl.where(tl.sum(extra, axis=0) != tl.sum(extra, axis=0), 1.0, 0.0)\n")
+                "    x = x + tl.where(tl.sum(extra, axis=0) != tl.sum(extra, axis=0), 1.0, 0.0)\n"))
 
 
 def part_b(pairs: int) -> dict:
@@ -151,7 +151,7 @@ def environment() -> dict:
     import triton
 
     smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                         capture_output=True, text=True).stdout.strip()
+                         capture_output=True, text=True, check=False).stdout.strip()
     return {"device": torch.cuda.get_device_name(), "nvidia_smi": smi, "torch": torch.__version__,
             "triton": triton.__version__, "cuda": torch.version.cuda, "python": platform.python_version(),
             "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}

@@ -75,21 +75,28 @@ class _Module:
             raise ExtractionError(f"{rel} does not parse: {exc.msg} (line {exc.lineno})") from exc
         self.defs: dict[str, ast.AST] = {}
         self.top_imports: list[ast.Import | ast.ImportFrom] = []
+        self.import_time: list[ast.AST] = []  # what runs at import: statements, decorators, default values
         self._scan(self.tree.body)
 
     def _scan(self, body: list[ast.stmt]) -> None:
         for node in body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 self.defs[node.name] = node
+                self.import_time += [*node.decorator_list, *node.args.defaults,
+                                     *[d for d in node.args.kw_defaults if d is not None]]
             elif isinstance(node, ast.ClassDef):
                 self.defs[node.name] = node
+                self.import_time += [*node.decorator_list, *node.bases]
                 self._scan([n for n in node.body if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))])
             elif isinstance(node, (ast.Import, ast.ImportFrom)):
                 self.top_imports.append(node)
             elif isinstance(node, (ast.If, ast.Try, ast.With)):  # guarded imports still run at import
+                self.import_time += [getattr(node, "test", None) or ast.Pass()]
                 for part in ("body", "orelse", "finalbody", "handlers"):
                     for child in getattr(node, part, []):
                         self._scan(child.body if isinstance(child, ast.ExceptHandler) else [child])
+            else:
+                self.import_time.append(node)
 
 
 class _Walker:
@@ -117,7 +124,7 @@ class _Walker:
         if self.entry:
             todo.append((self.module_rel, self.entry, True))
         while todo:
-            rel, name, copied = todo.pop()
+            rel, name, copied = todo.pop(0)  # first in, first out: a module's imports bind before its functions run
             if (rel, name) in self.reached:
                 continue
             self.reached.add((rel, name))
@@ -125,9 +132,11 @@ class _Walker:
             group = self.copied if copied else self.host
             if rel not in group:
                 group.append(rel)
-            if name is None:  # the module is imported: its module-level imports run
+            if name is None:  # the module is imported: its module-level imports and statements run
                 for node in mod.top_imports:
                     todo += self.follow(rel, node, copied)
+                for node in mod.import_time:
+                    todo += self.names_used(rel, node, copied)
                 if rel == self.module_rel and not self.entry:  # no entry named: every function counts
                     todo += [(rel, n, copied) for n in mod.defs]
                 continue
@@ -178,7 +187,6 @@ class _Walker:
             out.append((str(module_file), None, copied))
             for alias in node.names:
                 self.bindings[rel][alias.asname or alias.name] = (str(module_file), alias.name, copied)
-                out.append((str(module_file), alias.name, copied))
         for alias in node.names:  # ``from . import utils`` names modules
             sub = target / f"{alias.name}.py"
             if (self.root / sub).is_file():
@@ -205,7 +213,6 @@ class _Walker:
             if isinstance(node, ast.ImportFrom):
                 for alias in node.names:
                     self.bindings[rel][alias.asname or alias.name] = (file, alias.name, False)
-                    out.append((file, alias.name, False))
             else:
                 for alias in node.names:
                     if alias.asname:

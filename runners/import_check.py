@@ -26,6 +26,8 @@ def _frames(exc: BaseException, tmp: Path, root: Path) -> list[dict]:
     out = []
     for frame in traceback.extract_tb(exc.__traceback__):
         path = Path(frame.filename)
+        if not path.is_absolute() or not path.is_file():  # <frozen importlib._bootstrap> and the like
+            continue
         for base in (tmp / PACKAGE, root):
             try:
                 rel = path.resolve().relative_to(base.resolve())

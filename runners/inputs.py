@@ -80,6 +80,15 @@ def scalar_value(spec: ArgSpec, gen: torch.Generator, device: str, trial: int):
     return low + (high - low) * u
 
 
+def strided(t: torch.Tensor, strides: list[int] | None) -> torch.Tensor:
+    """``t``'s values in a tensor with the given strides (a captured, non-contiguous layout)."""
+    if not strides or list(t.stride()) == list(strides):
+        return t
+    out = torch.empty_strided(t.shape, strides, dtype=t.dtype, device=t.device)
+    out.copy_(t)
+    return out
+
+
 def make_inputs(args: list[ArgSpec], case: Case, device: str, seed: int, trial: int = 0) -> dict:
     """Keyword arguments for the entry function (all tensors fresh, drawn from ``seed``)."""
     gen = torch.Generator(device=device)
@@ -89,10 +98,73 @@ def make_inputs(args: list[ArgSpec], case: Case, device: str, seed: int, trial: 
     for spec in active_args(args, case):
         if spec.is_tensor:
             dtype = getattr(torch, spec.dtype or case.dtype)
-            kwargs[spec.name] = make_tensor(spec, shapes[spec.name], dtype, device, gen, trial)
+            t = make_tensor(spec, shapes[spec.name], dtype, device, gen, trial)
+            kwargs[spec.name] = strided(t, getattr(case, "strides", {}).get(spec.name))
+        elif spec.name in getattr(case, "values", {}):
+            kwargs[spec.name] = case.values[spec.name]
         else:
             kwargs[spec.name] = scalar_value(spec, gen, device, trial)
     return kwargs
+
+
+class SlotBank:
+    """``count`` input sets for one case, made inside a worker from a seed the judge sends, in one padded
+    block per argument (so a refill is a few kernel launches, not ``count`` transfers). Each set gets its own
+    scale per tensor argument, across orders of magnitude. The candidate's worker could make other values:
+    it would only fail, since the judge checks revealed outputs against the oracle's on the oracle's values."""
+
+    ALIGN = 256  # bytes: every slot starts aligned, as a fresh allocation would
+
+    def __init__(self, args: list[ArgSpec], case: Case, device: str, count: int):
+        self.args, self.case, self.device, self.count = args, case, device, count
+        self.blocks: dict[str, torch.Tensor] = {}
+        self.slots: list[dict] = [{} for _ in range(count)]
+        shapes = case_shapes(args, case)
+        for spec in active_args(args, case):
+            if not spec.is_tensor:
+                continue
+            dtype = getattr(torch, spec.dtype or case.dtype)
+            shape = shapes[spec.name]
+            numel = 1
+            for d in shape:
+                numel *= d
+            elem = torch.empty(0, dtype=dtype).element_size()
+            row = -(-max(numel, 1) * elem // self.ALIGN) * self.ALIGN // elem
+            block = torch.empty((count, row), dtype=dtype, device=device)
+            self.blocks[spec.name] = block
+            for k in range(count):
+                self.slots[k][spec.name] = strided(block[k, :numel].view(shape),
+                                                   getattr(case, "strides", {}).get(spec.name))
+        for spec in active_args(args, case):
+            if not spec.is_tensor:
+                value = case.values.get(spec.name) if spec.name in getattr(case, "values", {}) else \
+                    (spec.range[0] if spec.range else spec.value)
+                for k in range(count):
+                    self.slots[k][spec.name] = value
+
+    def fill(self, seed: int) -> None:
+        gen = torch.Generator(device=self.device)
+        gen.manual_seed(seed)
+        for spec in active_args(self.args, self.case):
+            if not spec.is_tensor:
+                continue
+            block = self.blocks[spec.name]
+            if not block.dtype.is_floating_point:
+                block.copy_(torch.randint(int(spec.low), int(spec.high), block.shape, generator=gen,
+                                          device=self.device, dtype=block.dtype))
+            elif spec.dist == "uniform":
+                block.copy_(torch.rand(block.shape, generator=gen, device=self.device) * (spec.high - spec.low)
+                            + spec.low)
+            else:
+                lo, hi = SCALE_LOG10
+                scales = 10 ** (lo + (hi - lo) * torch.rand((block.shape[0], 1), generator=gen, device=self.device))
+                if not spec.vary:
+                    scales = torch.ones_like(scales)
+                block.copy_(torch.randn(block.shape, generator=gen, device=self.device) * spec.scale * scales)
+            for k, slot in enumerate(self.slots):  # a captured strided layout is a copy: refresh it
+                t = slot[spec.name]
+                if t.data_ptr() != block[k].data_ptr():
+                    t.copy_(block[k, :t.numel()].view(t.shape))
 
 
 def clone_inputs(kwargs: dict) -> dict:

@@ -18,6 +18,7 @@ into plain tensors (runners/wire.py). The steps, per evaluation:
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import shutil
 import statistics
@@ -27,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from .compare import compare_outputs, inputs_unchanged
+from .compare import compare_outputs
 from .inputs import case_shapes, make_inputs
 from .results import CaseResult, Evaluation
 from .task import Case, TaskSpec
@@ -48,9 +49,14 @@ class Protocol:
     slot_us: float = 200.0  # device time of one replay of every slot (sets how many slots)
     max_slots: int = 64
     slot_bytes: int = 1 << 30  # memory for the rotating slots of one side
-    window_us: float = 30000.0  # the judge's corroboration window per side
-    corroboration_tolerance: float = 0.06  # |judge's clock / claimed - 1| allowed
-    max_fetch_bytes: int = 256 << 20  # slot outputs fetched after the window (a secret subset beyond)
+    window_us: float = 10000.0  # the judge's corroboration pass per side: this long, or as long as memory allows
+    window_bytes: int = 4 << 30  # memory for the window's distinct slots, per side
+    max_window_slots: int = 8192
+    window_rounds: int = 3  # alternated passes per side, fresh values each; the shortest counts
+    corroboration_tolerance: float = 0.05  # |judge's clock / claimed - 1| allowed, plus the clock's jitter
+    clock_jitter_us: float = 150.0  # round trip of a request, as a share of a short pass
+    reveal_slots: int = 16  # slots the judge has shown after each pass, chosen in secret
+    max_fetch_bytes: int = 256 << 20
     min_own_share: float = 0.5  # the candidate's own kernels' share of its device time, relative to the baseline's
 
 
@@ -181,28 +187,28 @@ class Judge:
                                     f"optimisation of the kernel")
 
     # ---- timing -----------------------------------------------------------------------------------------
-    def _slot_count(self, case: Case) -> int:
+    def _per_call_bytes(self, case: Case) -> int:
         shapes = case_shapes(self.spec.args, case)
-        per_call = sum(math.prod(s) for s in shapes.values()) * 2 * 2  # inputs and outputs, ~2 bytes each
-        est_us = 3.0 + per_call / 3e6  # launch floor + bytes at ~3 TB/s
-        by_time = math.ceil(self.p.slot_us / est_us)
-        by_memory = max(2, self.p.slot_bytes // max(per_call, 1))
-        return int(max(2, min(self.p.max_slots, by_time, by_memory)))
+        elem = torch.empty(0, dtype=getattr(torch, case.dtype)).element_size()
+        return max(1, sum(math.prod(s) for s in shapes.values()) * elem * 2)  # inputs and outputs, about
 
-    def _slots(self, case: Case, index: int, secret: int, count: int, salt: int) -> tuple[list[dict], list[dict]]:
-        values = [make_inputs(self.spec.args, case, self.device, trial_seed(secret, salt + k, index), 1 + k % 3)
-                  for k in range(count)]
-        return values, [self.exchange.write_inputs(v) for v in values]
+    def _slot_count(self, case: Case, target_us: float, cap_bytes: int, most: int) -> int:
+        per_call = self._per_call_bytes(case)
+        est_us = 2.0 + per_call / 3e6  # launch floor + bytes at ~3 TB/s
+        return int(max(2, min(most, math.ceil(target_us / est_us), cap_bytes // per_call)))
+
+    def _bank_request(self, case: Case, count: int, seed: int) -> dict:
+        return {"args": [dataclasses.asdict(a) for a in self.spec.args], "case": dataclasses.asdict(case),
+                "count": count, "seed": seed}
 
     def time_case(self, case: Case, index: int, secret: int, result: CaseResult) -> None:
         p = self.p
-        count = self._slot_count(case)
-        _, metas = self._slots(case, index, secret, count, 20_000)
-        rb = self.oracle.request("prepare_timing", slots=metas)
+        count = self._slot_count(case, p.slot_us, p.slot_bytes, p.max_slots)
+        bank = self._bank_request(case, count, trial_seed(secret, 20_000, index))
+        rb = self.oracle.request("prepare_timing", which="sample", **bank)
         if not rb.get("ok"):
             raise Refusal("baseline", f"the baseline could not be timed: {rb.get('error')}")
-        rc = self.candidate.request("prepare_timing", slots=metas)
-        self.exchange.clear()
+        rc = self.candidate.request("prepare_timing", which="sample", **bank)
         if not rc.get("ok"):
             raise Refusal("timing", f"could not be timed: {rc.get('error')}")
         per_call = max(float(rb["per_call_us"]), 0.5)
@@ -224,70 +230,89 @@ class Judge:
         result.candidate_us, result.candidate_spread = statistics.median(samples_c), _spread(samples_c)
         result.samples, result.slots = len(samples_c), count
         result.timing_method = rb["method"] if rb["method"] == rc["method"] else f"{rb['method']}/{rc['method']}"
-        self._corroborate(case, index, secret, count, result)
         result.baseline_host_us = float(self.oracle.request("host_overhead")["us"])
         hc = self.candidate.request("host_overhead")
         result.candidate_host_us = float(hc["us"]) if hc.get("ok") else None
+        for worker in (self.oracle, self.candidate):
+            worker.request("release")
+        self._corroborate(case, index, secret, result)
 
-    def _window(self, worker, replays: int) -> tuple[float, dict]:
+    def _window(self, worker) -> tuple[float, dict]:
         t0 = time.perf_counter()
-        reply = worker.request("window", replays=replays)
+        reply = worker.request("window")
         elapsed_us = (time.perf_counter() - t0) * 1e6
         if not reply.get("ok"):
             raise Refusal("timing", f"the timed window failed: {reply.get('error')}")
         return elapsed_us, reply
 
-    def _corroborate(self, case: Case, index: int, secret: int, count: int, result: CaseResult) -> None:
-        """Fresh values behind every slot, a long window on each side by the judge's clock, then every fetched
-        slot checked against the oracle's outputs on the same values and against the committed checksums."""
+    def _corroborate(self, case: Case, index: int, secret: int, result: CaseResult) -> None:
+        """The judge's own clock. Each side captures one pass over N slots, all with distinct values made from
+        a seed sent just before (so nothing can be remembered from earlier calls and no call can be skipped
+        unseen); the judge times that pass, and the worker must answer with a commitment to every slot's
+        outputs. Then the judge picks slots in secret, has them shown, checks them against the oracle's on the
+        same values and against the commitments. Rounds alternate sides; the shortest pass counts."""
         p = self.p
-        fresh, metas = self._slots(case, index, secret, count, 40_000)
+        count = self._slot_count(case, p.window_us, p.window_bytes, p.max_window_slots)
+        bank = self._bank_request(case, count, trial_seed(secret, 40_000, index))
         for worker in (self.oracle, self.candidate):
-            reply = worker.request("refresh", slots=metas)
+            reply = worker.request("prepare_timing", which="window", **bank)
             if not reply.get("ok"):
-                raise Refusal("timing", f"refreshing the timed inputs failed: {reply.get('error')}")
-        self.exchange.clear()
-        replays = max(1, math.ceil(p.window_us / (result.baseline_us * count)))
-        calls = replays * count
-        wall_b, win_b = self._window(self.oracle, replays)
-        wall_c, win_c = self._window(self.candidate, replays)
-        sums_c = win_c.get("checksums")
-        if not isinstance(sums_c, list) or len(sums_c) != count:
-            raise Refusal("timing", "the timed window did not commit to its outputs")
-        out_bytes = max(1, _nbytes(fresh[0]))
-        fetch = list(range(count))
-        if out_bytes * count > p.max_fetch_bytes:
-            g = torch.Generator().manual_seed(trial_seed(secret, 60_000, index))
-            keep = max(2, p.max_fetch_bytes // out_bytes)
-            fetch = sorted(torch.randperm(count, generator=g)[:keep].tolist())
+                raise Refusal("timing" if worker is self.candidate else "baseline",
+                              f"the judge's window could not be prepared: {reply.get('error')}")
         tol = self.spec.tolerance(case.dtype)
-        ref_outs = self.oracle.request("fetch", slots=fetch, tag=f"w{index}")
-        got_outs = self.candidate.request("fetch", slots=fetch, tag=f"w{index}")
-        if not (ref_outs.get("ok") and got_outs.get("ok")):
-            raise Refusal("timing", "the timed outputs could not be read back")
-        for k in fetch:
-            ref = self._decode(self.oracle, ref_outs["outs"][str(k)], 1 << 40)
-            budget = _nbytes_meta(ref_outs["outs"][str(k)])
-            out = self._decode(self.candidate, got_outs["outs"].get(str(k)), budget)
-            if _checksum(out) != int(sums_c[k]):
-                raise Refusal("timing", f"{case.id}: slot {k}: the outputs shown differ from those committed to "
-                                        f"when the timed window ended")
-            cmp = compare_outputs(out, ref, tol)
-            if not cmp.ok:
-                raise Refusal("timing", f"{case.id}: outputs of the timed calls are wrong (slot {k}, fresh values "
-                                        f"before the judge's window): {cmp.message}")
-        self._clear_outbox(self.oracle)
-        self._clear_outbox(self.candidate)
-        # The oracle is trusted: what its window took beyond its own median is the cost of the round trip and
-        # the checksums. The rest of the candidate's window is its device time, by the judge's clock.
-        overhead = max(0.0, wall_b - calls * result.baseline_us)
-        judge_us = max(0.0, wall_c - overhead) / calls
+        per_slot = self._per_call_bytes(case)
+        reveal = min(count, max(4, p.max_fetch_bytes // per_slot), p.reveal_slots)
+        walls_b, walls_c = [], []
+        for round_ in range(p.window_rounds):
+            seed = trial_seed(secret, 50_000 + round_, index)
+            pair = [(self.oracle, walls_b), (self.candidate, walls_c)]
+            replies = {}
+            for worker, walls in (pair if round_ % 2 == 0 else pair[::-1]):
+                # Clocks up on other values, then this round's values, then the judge's clock runs.
+                worker.request("refill", which="window", seed=seed ^ 0x5A5A)
+                worker.request("sample", which="window", replays=1)
+                if not worker.request("refill", which="window", seed=seed).get("ok"):
+                    raise Refusal("timing", "refilling the judge's window failed")
+                wall, replies[worker.role] = self._window(worker)
+                walls.append(wall)
+            commits = replies["candidate"].get("commitments")
+            if not isinstance(commits, list) or len(commits) != count:
+                raise Refusal("timing", "the judge's window ended without a commitment to every slot's outputs")
+            g = torch.Generator().manual_seed(trial_seed(secret, 60_000 + round_, index))
+            shown = sorted(torch.randperm(count, generator=g)[:reveal].tolist())
+            ref_outs = self.oracle.request("reveal", slots=shown, tag=f"w{index}r{round_}")
+            got_outs = self.candidate.request("reveal", slots=shown, tag=f"w{index}r{round_}")
+            if not (ref_outs.get("ok") and got_outs.get("ok")):
+                raise Refusal("timing", "the outputs of the judge's window could not be read back")
+            for k in shown:
+                ref_meta = ref_outs["outs"][str(k)]
+                ref = self._decode(self.oracle, ref_meta, 1 << 40)
+                out = self._decode(self.candidate, got_outs["outs"].get(str(k)), _nbytes_meta(ref_meta))
+                if _commitment(out) != int(commits[k]):
+                    raise Refusal("timing", f"{case.id}: slot {k} of the judge's window: the outputs shown are not "
+                                            f"the ones committed to when the pass ended (work done after the clock "
+                                            f"stopped)")
+                cmp = compare_outputs(out, ref, tol)
+                if not cmp.ok:
+                    raise Refusal("timing", f"{case.id}: outputs of the timed calls are wrong (slot {k} of the "
+                                            f"judge's window, fresh values): {cmp.message}")
+            self._clear_outbox(self.oracle)
+            self._clear_outbox(self.candidate)
+        for worker in (self.oracle, self.candidate):
+            worker.request("release")
+        wall_b, wall_c = min(walls_b), min(walls_c)
+        # The oracle is trusted: its pass calibrates the judge's clock against its own median (round trip,
+        # commitments, clocks). The candidate's pass, read on that scale, is its time per call by the judge.
+        judge_us = result.baseline_us * wall_c / wall_b
         result.judge_us = judge_us
+        result.window_ms = [wall_b / 1000, wall_c / 1000]
         result.judge_ratio = judge_us / result.candidate_us if result.candidate_us else None
-        if result.judge_ratio is None or abs(result.judge_ratio - 1) > p.corroboration_tolerance:
+        allowed = p.corroboration_tolerance + p.clock_jitter_us / wall_b
+        if result.judge_ratio is None or abs(result.judge_ratio - 1) > allowed:
             raise Refusal("timing", f"{case.id}: the candidate claimed {result.candidate_us:.3f} us per call, the "
-                                    f"judge's clock saw {judge_us:.3f} us over {calls} calls on fresh values "
-                                    f"(ratio {result.judge_ratio or 0:.3f}): timing not corroborated, quarantined")
+                                    f"judge's clock saw {judge_us:.3f} us over {count} calls on fresh values "
+                                    f"(ratio {result.judge_ratio or 0:.3f}, allowed 1 +- {allowed:.3f}): timing not "
+                                    f"corroborated, quarantined")
 
     def own_kernel_share(self, result: CaseResult) -> None:
         """Device time in the candidate's own Triton kernels, against the baseline's share (GPU only)."""
@@ -304,11 +329,11 @@ class Judge:
 
     def reference_time(self, case: Case, index: int, secret: int, result: CaseResult) -> None:
         """torch.compile of the torch reference, timed in the oracle worker over the same kind of slots."""
-        count = self._slot_count(case)
-        _, metas = self._slots(case, index, secret, count, 80_000)
-        reply = self.oracle.request("prepare_timing", slots=metas, reference=True)
-        self.exchange.clear()
+        count = self._slot_count(case, self.p.slot_us, self.p.slot_bytes, self.p.max_slots)
+        bank = self._bank_request(case, count, trial_seed(secret, 80_000, index))
+        reply = self.oracle.request("prepare_timing", which="sample", reference=True, **bank)
         if not reply.get("ok"):
+            result.message = f"torch.compile reference not timed: {str(reply.get('error'))[:200]}"
             return
         replays = max(1, math.ceil(self.p.sample_us / (max(float(reply["per_call_us"]), 0.5) * count)))
         samples = [float(self.oracle.request("sample", replays=replays, reference=True)["us"]) for _ in range(15)]
@@ -351,10 +376,10 @@ def _nbytes_meta(meta) -> int:
     return 0
 
 
-def _checksum(out) -> int:
-    from .timing import checksum
+def _commitment(out) -> int:
+    from .timing import commitments
 
-    return int(checksum(out))
+    return commitments([out])[0]
 
 
 def implausible(result: CaseResult, peak_gbs: float, l2_bytes: int, max_speedup: float = MAX_PLAUSIBLE_SPEEDUP) -> str:

@@ -40,6 +40,7 @@ class CaseResult:
     slots: int | None = None  # rotating input/output sets in the timed graph
     judge_us: float | None = None  # the candidate's time per call by the judge's own clock (corroboration)
     judge_ratio: float | None = None  # judge_us / candidate_us: about 1 when the claimed time is honest
+    window_ms: list[float] | None = None  # the judge's wall time of the shortest window, baseline / candidate
     launched: list[str] = field(default_factory=list)  # Triton kernels the candidate launched (module:name)
     own_kernel_share: float | None = None  # share of device time in the candidate's own Triton kernels
     reference_us: float | None = None  # torch.compile of the config's torch reference, same protocol
@@ -93,7 +94,7 @@ class Evaluation:
         return d
 
     @classmethod
-    def from_dict(cls, data: dict) -> "Evaluation":
+    def from_dict(cls, data: dict) -> Evaluation:
         data = {k: v for k, v in data.items() if k != "fitness"}
         data["cases"] = [CaseResult(**{k: v for k, v in c.items() if k != "speedup"}) for c in data.get("cases", [])]
         data["env"] = Environment(**data["env"]) if data.get("env") else None

@@ -11,6 +11,7 @@ private pipes only; stdout and stderr go to a log file. Nothing a worker sends i
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import re
 import shutil
@@ -22,7 +23,8 @@ import time
 from pathlib import Path
 
 from .backends import Backend, get_backend
-from .judge import Exchange, Judge, Protocol, evaluate as run_protocol
+from .judge import Exchange, Judge, Protocol
+from .judge import evaluate as run_protocol
 from .policy import check_source
 from .results import Environment, Evaluation
 from .task import REFERENCE_DIR, baseline_source, read_task
@@ -76,7 +78,7 @@ class WorkerProcess:
             self.proc = subprocess.Popen(
                 [python or sys.executable, "-m", "runners.worker"], stdin=subprocess.DEVNULL, stdout=log,
                 stderr=subprocess.STDOUT, env=env, pass_fds=(req_r, rep_w), start_new_session=True,
-                cwd=self.workdir, preexec_fn=_child_setup)
+                cwd=self.workdir, preexec_fn=_child_setup)  # noqa: PLW1509 - two prctl calls, no locks
         os.close(req_r)
         os.close(rep_w)
         self.channel = Channel(rep_r, req_w)
@@ -254,6 +256,7 @@ class Evaluator:
                             error=f"the candidate's worker broke the protocol or died ({type(exc).__name__}: {exc}); "
                                   f"exit code {candidate.proc.poll()}; last output:\n{candidate.output_tail()}")
         finally:
+            candidate.kill()  # no goodbye: a candidate's process is not asked, it is ended
             candidate.close()
             oracle.deadline = None
         ev.env = self._environment()
@@ -273,7 +276,7 @@ class Evaluator:
         self._spare = self._oracle = None
         shutil.rmtree(self.root, ignore_errors=True)
 
-    def __enter__(self) -> "Evaluator":
+    def __enter__(self) -> Evaluator:  # noqa: PYI034
         return self
 
     def __exit__(self, *exc) -> None:
@@ -284,10 +287,11 @@ class BaselineError(Exception):
     pass
 
 
+@functools.lru_cache(maxsize=1)
 def _driver_version() -> str | None:
     try:
         out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=20).stdout
+                             capture_output=True, text=True, timeout=20, check=False).stdout
         return out.split("\n")[0].strip() or None
     except (OSError, subprocess.SubprocessError):
         return None

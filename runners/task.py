@@ -15,8 +15,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 TASK_FILE = "task.yaml"
 BASELINE_DIR = "baseline"
 REFERENCE_DIR = "reference"  # the torch reference's file, when the config names one
@@ -103,7 +101,7 @@ class TaskSpec:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict) -> "TaskSpec":
+    def from_dict(cls, data: dict) -> TaskSpec:
         data = dict(data)
         data["args"] = [ArgSpec(**a) for a in data["args"]]
         data["cases"] = [Case(**c) for c in data["cases"]]
@@ -113,10 +111,14 @@ class TaskSpec:
 
 
 def write_task(bundle: Path, spec: TaskSpec) -> None:
+    import yaml  # here, not at the top: workers import this module in the target's Python, which may lack it
+
     (bundle / TASK_FILE).write_text(yaml.safe_dump(spec.to_dict(), sort_keys=False))
 
 
 def read_task(bundle: Path) -> TaskSpec:
+    import yaml
+
     return TaskSpec.from_dict(yaml.safe_load((Path(bundle) / TASK_FILE).read_text()))
 
 

@@ -22,8 +22,10 @@ import torch
 import triton
 
 from . import launches
+from .inputs import SlotBank, strided
+from .task import ArgSpec, Case
 from .timing import SlotTimer, copy_bandwidth_gbs, device_kernels, host_overhead_us
-from .wire import Channel, DTYPES, decode_value, encode_value, read_tensor, write_tensor
+from .wire import DTYPES, Channel, decode_value, encode_value, read_tensor
 
 BASELINE_DIR = "baseline"
 REFERENCE_DIR = "reference"
@@ -61,8 +63,7 @@ class Server:
         self.package = ""
         self.exchange: Path | None = None  # judge's folder for inputs (read-only for us)
         self.outbox: Path | None = None  # our folder for outputs
-        self.timer: SlotTimer | None = None
-        self.ref_timer: SlotTimer | None = None
+        self.timers: dict[str, SlotTimer] = {}  # "sample", "window" (and "-ref" for the torch reference)
 
     # ---- requests -------------------------------------------------------------------------------------
     def load(self, req: dict) -> dict:
@@ -107,7 +108,7 @@ class Server:
         kwargs = {}
         for name, meta in metas.items():
             if isinstance(meta, dict) and meta.get("kind") == "tensor":
-                kwargs[name] = read_tensor(meta, self.exchange, 1 << 40, self.device)
+                kwargs[name] = strided(read_tensor(meta, self.exchange, 1 << 40, self.device), meta.get("strides"))
             else:
                 kwargs[name] = decode_value(meta, self.exchange, 0)
         return kwargs
@@ -144,38 +145,48 @@ class Server:
             reply["autotune"] = launches.autotune_state(self.module)
         return reply
 
+    def _bank(self, req: dict) -> SlotBank:
+        args = [ArgSpec(**a) for a in req["args"]]
+        case = Case(**req["case"])
+        bank = SlotBank(args, case, self.device, int(req["count"]))
+        bank.fill(int(req["seed"]))
+        return bank
+
     def prepare_timing(self, req: dict) -> dict:
-        self.release({})
+        """A graph over ``count`` rotating slots for the samples (``window``: over the judge's window slots)."""
+        key = req.get("which", "sample") + ("-ref" if req.get("reference") else "")
+        if self.timers.pop(key, None) is not None and self.device == "cuda":
+            torch.cuda.synchronize()
+            torch.cuda.empty_cache()
         fn = self.reference if req.get("reference") else self.fn
-        slots = [self._inputs(metas) for metas in req["slots"]]
-        timer = SlotTimer(fn, slots)
+        bank = self._bank(req)
+        timer = SlotTimer(fn, bank.slots)
+        timer.bank = bank
         method = timer.prepare()
-        if req.get("reference"):
-            self.ref_timer = timer
-        else:
-            self.timer = timer
+        self.timers[key] = timer
         return {"ok": True, "method": method, "per_call_us": timer.sample_us(1)}
 
     def _timer(self, req: dict) -> SlotTimer:
-        timer = self.ref_timer if req.get("reference") else self.timer
-        if timer is None:
+        key = req.get("which", "sample") + ("-ref" if req.get("reference") else "")
+        if key not in self.timers:
             raise RuntimeError("prepare_timing first")
-        return timer
+        return self.timers[key]
 
     def sample(self, req: dict) -> dict:
         return {"ok": True, "us": self._timer(req).sample_us(int(req["replays"]))}
 
-    def refresh(self, req: dict) -> dict:
+    def refill(self, req: dict) -> dict:
         timer = self._timer(req)
-        timer.refresh([self._inputs(metas) for metas in req["slots"]])
+        timer.bank.fill(int(req["seed"]))
+        if self.device == "cuda":
+            torch.cuda.synchronize()
         return {"ok": True}
 
     def window(self, req: dict) -> dict:
-        claimed, sums = self._timer(req).window(int(req["replays"]))
-        return {"ok": True, "us": claimed, "checksums": sums}
+        return {"ok": True, "commitments": self._timer({"which": "window"}).window()}
 
-    def fetch(self, req: dict) -> dict:
-        timer = self._timer(req)
+    def reveal(self, req: dict) -> dict:
+        timer = self._timer({"which": "window"})
         return {"ok": True, "outs": {str(k): encode_value(self.outbox, f"{req['tag']}-slot{k}", timer.outputs[k])
                                      for k in req["slots"]}}
 
@@ -194,9 +205,9 @@ class Server:
 
     def release(self, req: dict) -> dict:
         if req.get("reference"):
-            self.ref_timer = None
+            self.timers = {k: v for k, v in self.timers.items() if not k.endswith("-ref")}
         else:
-            self.timer = self.ref_timer = None
+            self.timers = {}
         if self.device == "cuda":
             torch.cuda.synchronize()
             torch.cuda.empty_cache()
@@ -204,7 +215,7 @@ class Server:
 
     def serve(self) -> None:
         handlers = {"load": self.load, "call": self.call, "prepare_timing": self.prepare_timing,
-                    "sample": self.sample, "refresh": self.refresh, "window": self.window, "fetch": self.fetch,
+                    "sample": self.sample, "refill": self.refill, "window": self.window, "reveal": self.reveal,
                     "host_overhead": self.host_overhead, "profile": self.profile, "bandwidth": self.bandwidth,
                     "release": self.release}
         self.channel.send({"ok": True, "ready": True, "torch": torch.__version__, "triton": triton.__version__})

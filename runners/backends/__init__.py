@@ -22,4 +22,4 @@ def get_backend(name: str) -> Backend:
     return BACKENDS[key]
 
 
-__all__ = ["Backend", "BACKENDS", "get_backend"]
+__all__ = ["BACKENDS", "Backend", "get_backend"]
