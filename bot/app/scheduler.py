@@ -91,14 +91,14 @@ class Scanner:
         if not due(repo, config, at):
             return "not due"
         if head == repo.last_scan_sha:
-            ctx.store.record_scan(repo.full_name, head, "no change since the last scan")
+            ctx.store.record_scan(repo.full_name, head, "no change since the last scan", at)
             return "no change"
         changed = changed_files(mirror, repo.last_scan_sha, head) if repo.last_scan_sha else None
         wanted = [name for name, k in config.kernels.items() if changed is None or kernel_files(mirror, k) & changed]
         started, skipped = self._start(repo, config, base, head, wanted)
         outcome = f"scan of {head[:7]}: changed {wanted or 'none'}; started {started}" + \
                   (f"; held back by limits: {skipped}" if skipped else "")
-        ctx.store.record_scan(repo.full_name, head, outcome)
+        ctx.store.record_scan(repo.full_name, head, outcome, at)
         return outcome
 
     def _start(self, repo: Repository, config: Config, base: str, head: str, kernels: list[str]):

@@ -23,7 +23,7 @@ class PullInfo:
 class RepoClient:
     def __init__(self, gh: Github, full_name: str):
         self.gh, self.full_name = gh, full_name
-        self.repo = gh.get_repo(full_name, lazy=True)
+        self.repo = gh.get_repo(full_name)  # lazy: the Github object is made with lazy=True
 
     # comments and reactions
     def permission(self, login: str) -> str:
@@ -92,7 +92,7 @@ class GitHubClient:
         token = self.token_for(full_name, installation_id)
         kw = {} if self.throttle else {"seconds_between_requests": 0, "seconds_between_writes": 0}
         gh = Github(auth=Auth.Token(token), base_url=self.authority.base_url, retry=None, timeout=self.timeout,
-                    **kw)
+                    lazy=True, **kw)
         return RepoClient(gh, full_name)
 
 

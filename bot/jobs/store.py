@@ -230,12 +230,12 @@ class JobStore:
         with self.session() as s:
             return list(s.scalars(select(Repository).where(Repository.active.is_(True))))
 
-    def record_scan(self, full_name: str, sha: str | None, outcome: str) -> None:
+    def record_scan(self, full_name: str, sha: str | None, outcome: str, at: dt.datetime | None = None) -> None:
         with self._lock, self.session() as s:
             repo = s.get(Repository, full_name)
             if sha:
                 repo.last_scan_sha = sha
-            repo.last_scan_at, repo.last_scan_outcome = now(), outcome
+            repo.last_scan_at, repo.last_scan_outcome = at or now(), outcome
             s.commit()
 
 
