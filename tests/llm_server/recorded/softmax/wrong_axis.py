@@ -25,9 +25,8 @@ def _softmax_rows_kernel(
     mask = (rows < M)[:, None] & (cols < N)[None, :]
     x = tl.load(x_ptr + rows64[:, None] * stride_x_row + cols[None, :], mask=mask,
                 other=-float("inf")).to(tl.float32)
-    x_max = tl.max(x, axis=1)
-    num = tl.exp(x - x_max[:, None])
-    den = tl.sum(num, axis=0)
+    num = tl.exp(x - tl.max(x, axis=0)[None, :])
+    den = tl.sum(num, axis=1)
     out = num / den[:, None]
     tl.store(out_ptr + rows64[:, None] * stride_out_row + cols[None, :], out.to(out_ptr.dtype.element_ty),
              mask=mask)

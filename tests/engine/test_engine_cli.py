@@ -1,0 +1,83 @@
+"""The engine through the command line, as a user runs it: `optimize --models` against the loopback LLM
+server, `export-training-data` on its run folder, `resume` of a finished run, and `kernelbench`."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from engine_fixtures import ROOT, SCRIPTS, RecordedLLM, models_file
+
+from evolver.engine import load_job
+from evolver.store import RunStore
+
+KEY = "sk-cli-secret-0987654321"
+
+
+def kernelsmith(*args):
+    env = {**os.environ, "KS_TEST_LLM_KEY": KEY}
+    return subprocess.run([sys.executable, "-m", "bot.cli", *map(str, args)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=900, env=env, check=False)
+
+
+@pytest.mark.slow
+def test_optimize_with_models_then_export_and_resume(example_repo, tmp_path):
+    out = tmp_path / "run"
+    with RecordedLLM(SCRIPTS / "softmax.json") as server:
+        models = models_file(tmp_path, server.url)
+        proc = kernelsmith("optimize", example_repo, "--kernel", "softmax", "--backend", "interpret", "--budget", 2,
+                           "--models", models, "--operators", "rewrite", "--preset", "kernel-smith", "--seed", 1,
+                           "--out", out)
+        assert proc.returncode == 0, proc.stderr
+        requests = list(server.requests)
+    store = RunStore(out / "run.sqlite")
+    rows = store.rows("evaluated")
+    calls = store.call_rows()
+    store.close()
+    rewrites = [r for r in rows if r["operator"] == "rewrite"]
+    assert len(rewrites) == 2 and any(r["correct"] for r in rewrites)  # a rewrite picked up and verified
+    assert any("_softmax_partials_kernel" in r["source"] and r["correct"] for r in rewrites)
+    assert calls and all(c["temperature"] == 0.6 and c["top_p"] == 0.95 for c in calls)
+    assert all(r["body"]["temperature"] == 0.6 for r in requests)
+    search = json.loads((out / "search.json").read_text())
+    assert search["models"][0]["calls"] == len(calls) and search["stop"] == "evaluations"
+    for path in out.rglob("*"):  # the API key reached the server and nothing else
+        if path.is_file():
+            assert KEY.encode() not in path.read_bytes(), path
+
+    job, _ = load_job(out)
+    assert job["kernel"] == "softmax" and job["operators"] == ["rewrite"] and job["budget"] == 2
+
+    proc = kernelsmith("export-training-data", out, "--format", "rl", "--out", tmp_path / "data")
+    assert proc.returncode == 0, proc.stderr
+    records = [json.loads(x) for x in (tmp_path / "data" / "softmax.rl.jsonl").read_text().splitlines()]
+    assert len(records) >= 2 and all({"prompt", "response", "reward"} <= set(r) for r in records)
+
+    with RecordedLLM(SCRIPTS / "softmax.json") as server:  # resume a finished run: nothing left to evaluate
+        proc = kernelsmith("resume", out)
+        assert proc.returncode == 0, proc.stderr
+        assert not server.requests
+    store = RunStore(out / "run.sqlite")
+    assert [r["id"] for r in store.rows("evaluated")] == [r["id"] for r in rows]
+    store.close()
+    assert len((out / "candidates.jsonl").read_text().splitlines()) == 1 + 2
+
+
+def test_resume_and_export_refuse_folders_that_are_not_runs(tmp_path):
+    proc = kernelsmith("resume", tmp_path)
+    assert proc.returncode == 2 and "run.sqlite" in proc.stderr
+    proc = kernelsmith("export-training-data", tmp_path, "--format", "sft")
+    assert proc.returncode == 2 and "run.sqlite" in proc.stderr
+
+
+def test_kernelbench_tasks_report_correctness_per_level(tmp_path):
+    with RecordedLLM(SCRIPTS / "kernelbench_relu.json") as server:
+        proc = kernelsmith("kernelbench", ROOT / "examples/kernelbench/level1/1_ReLU.py", "--models",
+                           models_file(tmp_path, server.url), "--backend", "interpret", "--budget", 1,
+                           "--out", tmp_path / "kb")
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads((tmp_path / "kb" / "summary.json").read_text())
+    level = summary["levels"]["level1"]
+    assert level["tasks"] == 1 and level["correctness_rate"] == 1.0
+    assert level["fast_1"] is None and level["amsr"] is None  # the interpreter times nothing
+    assert "level1\ttasks 1\tcorrect 1.00" in proc.stdout
