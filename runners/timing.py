@@ -88,9 +88,12 @@ class SlotTimer:
         end.synchronize()
         return start.elapsed_time(end) * 1000.0 / (replays * len(self.slots))
 
-    def window(self) -> list[int]:
+    def window(self, lead_cycles: int = 0) -> list[int]:
         """The judge's corroboration run: one pass over every slot (all distinct values), then the slots'
-        commitments. The judge times this request with its own clock."""
+        commitments. The judge times this request with its own clock. ``lead_cycles`` of device sleep go first,
+        so that the whole pass is queued before the device starts on it (no host gaps inside the pass)."""
+        if lead_cycles and self.graph is not None:
+            torch.cuda._sleep(int(lead_cycles))
         self.run(1)
         return commitments(self.outputs)
 

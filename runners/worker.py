@@ -183,7 +183,7 @@ class Server:
         return {"ok": True}
 
     def window(self, req: dict) -> dict:
-        return {"ok": True, "commitments": self._timer({"which": "window"}).window()}
+        return {"ok": True, "commitments": self._timer({"which": "window"}).window(int(req.get("lead_cycles", 0)))}
 
     def reveal(self, req: dict) -> dict:
         timer = self._timer({"which": "window"})

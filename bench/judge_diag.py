@@ -1,0 +1,39 @@
+"""Diagnostics of the judge's clock on a GPU: the baseline against itself, per case, under protocol variants.
+Prints claimed medians, the judge's pass wall times per round and the judge's speedup.
+    python3 bench/judge_diag.py [kernel]"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.evaluator import bundle_for  # noqa: E402
+from runners.judge import Protocol  # noqa: E402
+from runners.sandbox import Evaluator  # noqa: E402
+
+VARIANTS = {
+    "default": Protocol(),
+    "no-lead": Protocol(window_lead_cycles=0),
+    "fits-L2": Protocol(window_bytes=24 << 20),
+    "long": Protocol(window_us=40000.0, window_rounds=5),
+}
+
+
+def main() -> None:
+    kernel = sys.argv[1] if len(sys.argv) > 1 else "rms_norm"
+    bundle = bundle_for(kernel)
+    for name, protocol in VARIANTS.items():
+        protocol.corroboration_tolerance = 10.0  # measure, do not refuse
+        with Evaluator(bundle, "triton", timeout=600, trials=1, spare=False, protocol=protocol) as ev:
+            r = ev.evaluate(ev.baseline, seed=11)
+        if not r.ok:
+            print(name, "ERROR", r.stage, r.error[:300])
+            continue
+        for c in r.cases:
+            print(f"{name:8s} {c.case:30s} med {c.baseline_us:8.3f}/{c.candidate_us:8.3f} spread "
+                  f"{c.baseline_spread:.3f}/{c.candidate_spread:.3f} n={c.samples} slots={c.slots} "
+                  f"judge_ratio {c.judge_ratio:.3f} walls {c.window_ms}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
