@@ -7,9 +7,9 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.evaluator import bundle_for  # noqa: E402
-from runners.judge import Protocol  # noqa: E402
-from runners.sandbox import Evaluator  # noqa: E402
+from bench.evaluator import bundle_for
+from runners.judge import Protocol
+from runners.sandbox import Evaluator
 
 VARIANTS = {
     "default": Protocol(),
