@@ -40,7 +40,7 @@ class CaseResult:
     slots: int | None = None  # rotating input/output sets in the timed graph
     judge_us: float | None = None  # the candidate's time per call by the judge's own clock (corroboration)
     judge_ratio: float | None = None  # judge_us / candidate_us: about 1 when the claimed time is honest
- None = None  # the judge.s wall time of the shortest window, baseline / candidate| None = None  # the judge's wall time of the shortest window, baseline / candidate
+    window_ms: list[float] | None = None  # the judge's pass wall times: the baseline's rounds, then the candidate's
     launched: list[str] = field(default_factory=list)  # Triton kernels the candidate launched (module:name)
     own_kernel_share: float | None = None  # share of device time in the candidate's own Triton kernels
     reference_us: float | None = None  # torch.compile of the config's torch reference, same protocol
