@@ -15,7 +15,6 @@ VARIANTS = {
     "default": Protocol(),
     "no-lead": Protocol(window_lead_cycles=0),
     "fits-L2": Protocol(window_bytes=24 << 20),
-    "long": Protocol(window_us=40000.0, window_rounds=5),
 }
 
 
