@@ -2,9 +2,13 @@
 👀 reaction, one status comment edited in place, the job, the branch pushed to the bare remote, the pull
 request opened; a second command updates the same pull request; a human push to the branch is respected."""
 import json
+import re
 from pathlib import Path
 
+import httpx
 import yaml
+
+from . import browser
 
 from .conftest import MAINTAINER, REPO, command, job_state, wait_for
 
@@ -23,7 +27,7 @@ def finished(svc, job_id):
                     and j, what=f"job {job_id} to finish")
 
 
-def test_comment_to_pull_request_update_and_human_push(serve, stub, remote):
+def test_comment_to_pull_request_update_and_human_push(serve, stub, remote, tmp_path):
     base = with_app_settings(remote, labels=["performance", "kernelsmith"], draft=True)
     svc = serve()
     p = command("Thanks!\n/kernelsmith optimize rms_norm --backend interpret --budget 4", stub)
@@ -61,6 +65,17 @@ def test_comment_to_pull_request_update_and_human_push(serve, stub, remote):
     assert not {"KS_PRIVATE_KEY", "KS_WEBHOOK_SECRET", "KS_GIT_TOKEN"} & set(env)
     assert json.loads((out / "report.json").read_text())["leaked_secrets"] == []
 
+    # The job pages: the list, and the job's report with its chart drawn by the locally served Chart.js.
+    index = httpx.get(svc.url + "/").text
+    assert 'data-job="1" data-state="done"' in index
+    page = browser.dom(f"{svc.url}/jobs/1")
+    assert 'data-chart-points="4"' in page  # set by the page's script after Chart.js built the chart
+    assert re.search(r'<canvas id="speedup-chart"[^>]*style="[^"]*width: \d+px', page)  # sized by Chart.js
+    assert "<table>" in page and "T=512" in page  # the report, rendered from markdown
+    shot = browser.screenshot(f"{svc.url}/jobs/1", tmp_path / "job1.png")
+    assert browser.count_color(shot, (31, 119, 180)) > 300  # the best-speedup line, in the chart's colour
+    assert httpx.get(svc.url + "/static/chart.umd.min.js").text.startswith("/*!\n * Chart.js v4")
+
     # A second command: the same pull request is updated, never duplicated.
     svc.deliver("issue_comment", command("/kernelsmith optimize rms_norm --backend interpret --budget 3", stub))
     job2 = finished(svc, 2)
@@ -76,3 +91,5 @@ def test_comment_to_pull_request_update_and_human_push(serve, stub, remote):
     assert remote.sha(f"refs/heads/{BRANCH}") == human
     assert any("will not force-push" in c.body for c in stub.comments_on(pr["number"]))
     assert len(stub.pulls) == 1
+    log = svc.log.read_text()
+    assert "PRIVATE KEY" not in log and "ghs_" not in log  # neither the App's key nor a token was logged
