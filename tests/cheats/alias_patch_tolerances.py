@@ -6,8 +6,6 @@ harness could use, through aliases: `__import__` bound to a name reaches `runner
 patches change only the candidate's own copy of those modules, and the bytes it returns are wrong."""
 import typing
 
-import torch
-
 _imp = __builtins__["__import__"] if isinstance(__builtins__, dict) else __builtins__.__import__
 _task = _imp("runners.task", fromlist=["DEFAULT_TOLERANCES"])
 _compare = _imp("runners.compare", fromlist=["compare_tensor"])

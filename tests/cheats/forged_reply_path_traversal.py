@@ -7,8 +7,6 @@ the evaluation as crashed."""
 import json
 import struct
 
-import torch
-
 _imp = __builtins__["__import__"] if isinstance(__builtins__, dict) else __builtins__.__import__
 _sys, _os = _imp("sys"), _imp("os")
 
@@ -18,7 +16,8 @@ def _reply_fd():
     for fd in sorted(int(x) for x in _os.listdir("/proc/self/fd")):
         try:
             if _os.readlink(f"/proc/self/fd/{fd}").startswith("pipe:") and fd > 2:
-                flags = int(open(f"/proc/self/fdinfo/{fd}").read().split("flags:")[1].split()[0], 8)
+                with open(f"/proc/self/fdinfo/{fd}") as f:
+                    flags = int(f.read().split("flags:")[1].split()[0], 8)
                 if flags & 1:  # O_WRONLY: the reply pipe
                     fds.append(fd)
         except OSError:

@@ -1,6 +1,6 @@
 """Cheat: the judge (the parent) is dumpable, so its pipes can be opened through `/proc/<judge>/fd/<n>`. This
-candidate finds every pipe the judge reads from that is not its own, opens it for writing and puts a
-well-formed reply there (`{"ok": true, "out": {"kind": "none"}}`). The judge takes it for the oracle's answer
+candidate finds the first pipe the judge reads from that is not its own (the oracle's replies: the oracle is started
+first), opens it for writing and puts a well-formed reply there (`{"ok": true, "out": {"kind": "none"}}`). The judge takes it for the oracle's answer
 to its next request, and the oracle's real answer stays queued: from then on every reply the judge reads from
 the oracle answers the request before (this evaluation and every later one, the oracle being long-lived). It
 must be refused, and above all the NEXT evaluation must be unaffected: the judge's pipes must be out of the
@@ -54,6 +54,7 @@ def _poison() -> int:
                 _os.write(w, struct.pack("<I", len(data)) + data)
                 _os.close(w)
                 hits += 1
+                break
             except OSError:
                 continue
     return hits

