@@ -10,7 +10,6 @@ import jinja2
 
 from runners.task import TaskSpec
 
-from .archive import rank
 from .candidate import Candidate
 from .edits import START
 from .providers.base import Prompt
@@ -30,15 +29,20 @@ def estimate_tokens(text: str) -> int:
     return len(text) // CHARS_PER_TOKEN + 1
 
 
-def hardware_facts(device: str | None, backend: str) -> str:
-    if backend == "interpret" or not device:
+def hardware_facts(device: str | None, backend, warp_size: int | None = None) -> str:
+    """Device, SMs, L2, bandwidth and warp width. ``backend`` is a name or a runners backend (its
+    ``warp_size`` wins over the table: 32 on NVIDIA, 64 on MetaX)."""
+    name = getattr(backend, "name", backend)
+    warp_size = warp_size or getattr(backend, "warp_size", None)
+    if name == "interpret" or not device:
         return ("Triton's CPU interpreter (correctness only; nothing is timed). Write for an NVIDIA GPU: a warp is "
                 "32 threads.")
     for key, (sms, l2, bw, warp) in HARDWARE.items():
         if key.lower() in device.lower():
+            warp = warp_size or warp
             return (f"{device}: {sms} SMs, {l2} MiB L2, about {bw} GB/s DRAM bandwidth, warp width {warp} "
-                    f"threads{' (MetaX: 64-wide warps, so num_warps means twice the threads)' if warp == 64 else ''}.")
-    warp = 64 if "metax" in device.lower() or "mx" in device.lower().split()[0:1] else 32
+                    f"threads{' (64-wide warps: num_warps means twice the threads of NVIDIA)' if warp == 64 else ''}.")
+    warp = warp_size or (64 if name == "maca" or "metax" in device.lower() else 32)
     return f"{device}: warp width {warp} threads."
 
 
@@ -61,7 +65,7 @@ def _status(c: Candidate) -> str:
 
 
 class PromptBuilder:
-    def __init__(self, spec: TaskSpec, baseline: str, backend: str, device: str | None = None,
+    def __init__(self, spec: TaskSpec, baseline: str, backend, device: str | None = None,
                  token_budget: int = 16000, feedback_chars: int = 1200):
         env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), keep_trailing_newline=True,
                                  undefined=jinja2.StrictUndefined)
@@ -121,4 +125,4 @@ class PromptBuilder:
         return Prompt(system=self.system, static=self.static, dynamic=dynamic, kind=kind)
 
 
-__all__ = ["PromptBuilder", "estimate_tokens", "hardware_facts", "rank"]
+__all__ = ["PromptBuilder", "estimate_tokens", "hardware_facts"]

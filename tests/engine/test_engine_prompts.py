@@ -40,6 +40,10 @@ def test_metax_warps_are_64_wide_and_the_interpreter_says_so():
     assert "warp width 64" in hardware_facts("MetaX C500", "triton")
     assert "warp width 32" in hardware_facts("NVIDIA H200", "triton")
     assert "interpreter" in hardware_facts(None, "interpret")
+    from runners.backends import get_backend
+
+    assert "warp width 64" in hardware_facts("Some MetaX part", get_backend("maca"))  # the backend's own width
+    assert "warp width 32" in hardware_facts("NVIDIA H200", get_backend("cuda"))
 
 
 def test_dynamic_part_has_the_parent_table_failures_and_inspirations():

@@ -1,0 +1,129 @@
+"""The engine on a GPU: the launch-parameter tuner and the LLM path (recorded answers served by the
+loopback LLM server) on the same kernel, each for the same number of evaluations; best speedup against
+evaluations spent, the LLM champion re-verified (fresh seeds, more trials, held-out cases), a plot.
+
+    python bench/engine_h200.py --out DIR [--kernel softmax] [--budget 10] [--backend triton]
+"""
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import logging
+import secrets
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bot.config import load_config, task_spec
+from evolver.candidate import Candidate
+from evolver.engine import EngineOptions, new_archive, run_search
+from runners.extract import build_bundle
+from runners.sandbox import Evaluator
+from tests.llm_server.server import RecordedLLM
+
+EXAMPLE = ROOT / "examples" / "tinyserve"
+log = logging.getLogger("kernelsmith")
+
+
+def score(c: Candidate) -> float:
+    return c.fitness if (c.correct and c.fitness is not None) else 0.0
+
+
+def run_path(name: str, bundle: Path, backend: str, opts: EngineOptions, out: Path, seed: int) -> dict:
+    out.mkdir(parents=True, exist_ok=True)
+    curve, started = [], time.monotonic()
+    with Evaluator(bundle, backend, timeout=120, trials=2) as evaluator:
+        baseline = Candidate(0, evaluator.baseline, "baseline")
+        baseline.evaluation = evaluator.evaluate(baseline.source, secrets.randbits(62))
+        best = {"v": 1.0}
+
+        def on_result(c: Candidate) -> None:
+            best["v"] = max(best["v"], score(c))
+            curve.append({"evaluation": len(curve) + 1, "id": c.id, "operator": c.operator, "stage":
+                          c.evaluation.stage, "fitness": c.fitness, "best": best["v"],
+                          "seconds": round(time.monotonic() - started, 1),
+                          "error": c.evaluation.error.splitlines()[0][:200] if c.evaluation.error else ""})
+            print(f"[{name}] {curve[-1]}", flush=True)
+
+        engine = run_search(evaluator, baseline, opts, out, seed, on_result, archive=new_archive(opts))
+        champion = engine.archive.best()
+        result = {"summary": {"evaluated": engine.summary.evaluated, "stop": engine.summary.stop,
+                              "duplicates_rejected": engine.summary.duplicates_rejected,
+                              "rejected_proposals": engine.summary.rejected_proposals,
+                              "models": engine.summary.usage},
+                  "curve": curve, "baseline": baseline.evaluation.to_dict(), "champion": None}
+        if champion is not None and champion.id != 0:
+            check = evaluator.evaluate(champion.source, secrets.randbits(62), time_it=True, trials=4)
+            held = evaluator.evaluate(champion.source, secrets.randbits(62), time_it=False, case_set="held_out",
+                                      trials=2) if evaluator.spec.held_out else None
+            result["champion"] = {"id": champion.id, "operator": champion.operator, "search_fitness": champion.fitness,
+                                  "genome": champion.genome, "verify": check.to_dict(),
+                                  "held_out_ok": held.ok if held else None,
+                                  "held_out_error": held.error if held else None}
+            diff = difflib.unified_diff(baseline.source.splitlines(True), champion.source.splitlines(True),
+                                        "a/" + evaluator.spec.module, "b/" + evaluator.spec.module)
+            (out / "champion.diff").write_text("".join(diff))
+        engine.store.close()
+    return result
+
+
+def plot(results: dict, path: Path) -> bool:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    for name, r in results.items():
+        xs = [0] + [p["evaluation"] for p in r["curve"]]
+        ys = [1.0] + [p["best"] for p in r["curve"]]
+        ax.step(xs, ys, where="post", label=name, linewidth=2)
+    ax.axhline(1.0, color="grey", linewidth=0.8, linestyle=":")
+    ax.set_xlabel("evaluations spent")
+    ax.set_ylabel("best geomean speedup over the baseline")
+    ax.set_title("softmax on the H200: tuner vs LLM rewrites (recorded answers)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    return True
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--kernel", default="softmax")
+    parser.add_argument("--budget", type=int, default=10)
+    parser.add_argument("--backend", default="triton")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--script", type=Path, default=ROOT / "tests/llm_server/scripts/softmax_h200.json")
+    parser.add_argument("--paths", default="llm,tuner")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    logging.getLogger("httpx2").setLevel(logging.WARNING)
+    args.out.mkdir(parents=True, exist_ok=True)
+    spec = task_spec(args.kernel, load_config(EXAMPLE).kernels[args.kernel], args.backend)
+    bundle = args.out / "bundle"
+    build_bundle(EXAMPLE, spec, bundle)
+    results = {}
+    with RecordedLLM(args.script) as server:
+        models = args.out / "models.yaml"
+        models.write_text(json.dumps({"models": [{
+            "name": "recorded-local", "provider": "openai", "model": "recorded", "base_url": server.url + "/v1",
+            "timeout_s": 30, "max_retries": 3, "backoff_s": 0.05}]}))
+        for name in args.paths.split(","):
+            opts = EngineOptions(budget=args.budget, operators=["tuner"]) if name == "tuner" else \
+                EngineOptions(budget=args.budget, models=models, operators=["rewrite", "diff"], preset="kernel-smith")
+            results[name] = run_path(name, bundle, args.backend, opts, args.out / name, args.seed)
+            (args.out / "engine.json").write_text(json.dumps(results, indent=1, default=str))
+    plotted = plot(results, args.out / "best_vs_evaluations.png")
+    print("plot:", plotted, flush=True)
+
+
+if __name__ == "__main__":
+    main()
