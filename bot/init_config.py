@@ -35,10 +35,17 @@ class Proposal:
     review: list[str] = field(default_factory=list)  # what a maintainer must check
 
 
-def _best_test(row: ScanRow) -> str:
-    stem = Path(row.file).stem
-    near = [t for t in row.tests if stem in Path(t).stem and Path(t).name != "conftest.py"]
-    return (near or [t for t in row.tests if Path(t).name != "conftest.py"] or row.tests)[0]
+def _best_test(row: ScanRow, root: Path | None = None) -> str:
+    """The test closest to the entry: one that names the entry or its module, then one named after its file."""
+    stem = Path(row.entry_file or row.file).stem
+    module = Path(row.entry_file or row.file).with_suffix("").name
+
+    def score(test: str) -> tuple:
+        text = (Path(root) / test).read_text(errors="replace") if root and (Path(root) / test).is_file() else ""
+        return (row.entry_name not in text, f".{module}" not in text and f"/{module}" not in text,
+                stem not in Path(test).stem, Path(test).name == "conftest.py", len(Path(test).parts), test)
+
+    return min(row.tests, key=score)
 
 
 def _signature(index: RepoIndex, rel: str, entry: str) -> list[tuple[str, object, bool]]:
@@ -61,7 +68,7 @@ def _signature(index: RepoIndex, rel: str, entry: str) -> list[tuple[str, object
 
 def from_signature(index: RepoIndex, row: ScanRow) -> Proposal:
     rel, entry = row.entry_file, row.entry_name
-    prop = Proposal(entry.lstrip("_"), rel, entry, _best_test(row))
+    prop = Proposal(entry.lstrip("_"), rel, entry, _best_test(row, index.root))
     for name, default, has_default in _signature(index, rel, entry):
         if has_default and (default is None or isinstance(default, (bool, int, float, str))):
             if default is not None:
@@ -126,12 +133,12 @@ class _NoAliases(yaml.SafeDumper):
         return True
 
 
-def from_calls(row: ScanRow, calls: list[dict], limit: int = 4) -> Proposal | None:
+def from_calls(row: ScanRow, calls: list[dict], limit: int = 4, root: Path | None = None) -> Proposal | None:
     calls = [c for c in calls if "args" in c]
     calls = _usual_ranks(calls)
     if not calls:
         return None
-    prop = Proposal(row.entry_name.lstrip("_"), row.entry_file, row.entry_name, _best_test(row))
+    prop = Proposal(row.entry_name.lstrip("_"), row.entry_file, row.entry_name, _best_test(row, root))
     names = list(calls[0]["args"])
     tensors, optional = [], []
     for name in names:
@@ -193,8 +200,8 @@ def proposals(root: Path, capture=None) -> list[Proposal]:
             continue
         prop = None
         if capture is not None:
-            calls = capture(row, _best_test(row), import_root(Path(root), row.entry_file)[2])
-            prop = from_calls(row, calls or [])
+            calls = capture(row, _best_test(row, index.root), import_root(Path(root), row.entry_file)[2])
+            prop = from_calls(row, calls or [], root=index.root)
         out[row.entry] = prop or from_signature(index, row)
     names: set[str] = set()
     for prop in out.values():
