@@ -11,6 +11,7 @@ fresh values (``window``), whose outputs it then checks slot by slot (runners/ju
 """
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 
@@ -23,22 +24,33 @@ def _flat(out) -> list:
     return [out]
 
 
-def commitments(outputs: list) -> list[int]:
-    """One integer per slot: the sum of the bytes of every output tensor of that slot, computed on the
-    device in a few batched kernels. A worker that returns these before showing any output has committed to
-    outputs it must already have computed; the judge recomputes them from the outputs it is shown."""
+def commitments(outputs: list) -> list[float]:
+    """One number per slot, computed on the device in a few batched kernels: the sum of the float32 norms of
+    the slot's floating outputs (``torch._foreach_norm``, no host round trips) plus the byte sums of any
+    other outputs. A worker that returns these before showing any output has committed to outputs it must
+    already have computed; the judge recomputes them from the outputs it is shown (``matches``)."""
     flats = [_flat(out) for out in outputs]
     if not flats:
         return []
     device = next((t.device for f in flats for t in f if isinstance(t, torch.Tensor)), torch.device("cpu"))
-    total = torch.zeros(len(flats), dtype=torch.int64, device=device)
+    total = torch.zeros(len(flats), dtype=torch.float64, device=device)
     for position in zip(*flats):
-        tensors = [t for t in position if isinstance(t, torch.Tensor)]
+        tensors = [t.detach() for t in position if isinstance(t, torch.Tensor)]
         if len(tensors) != len(flats) or not tensors[0].numel():
             continue
-        stacked = torch.stack([t.detach().reshape(-1) for t in tensors])
-        total += stacked.view(torch.uint8).sum(dim=1, dtype=torch.int64)
-    return [int(x) for x in total.tolist()]
+        if tensors[0].dtype.is_floating_point:
+            total += torch.stack(torch._foreach_norm(tensors, 2, dtype=torch.float32)).double()
+        else:
+            total += torch.stack([torch.sum(t.reshape(-1).view(torch.uint8), dtype=torch.int64) for t in tensors]).double()
+    return [float(x) for x in total.tolist()]
+
+
+def matches(committed: float, recomputed: float) -> bool:
+    if math.isnan(committed) or math.isnan(recomputed):  # NaN outputs: both must be NaN
+        return math.isnan(committed) and math.isnan(recomputed)
+    if math.isinf(committed) or math.isinf(recomputed):
+        return committed == recomputed
+    return abs(committed - recomputed) <= 1e-4 * max(abs(committed), abs(recomputed)) + 1e-6
 
 
 class SlotTimer:
@@ -88,14 +100,19 @@ class SlotTimer:
         end.synchronize()
         return start.elapsed_time(end) * 1000.0 / (replays * len(self.slots))
 
-    def window(self, lead_cycles: int = 0) -> list[int]:
+    def window(self, lead_cycles: int = 0) -> tuple[float, list[float]]:
         """The judge's corroboration run: one pass over every slot (all distinct values), then the slots'
-        commitments. The judge times this request with its own clock. ``lead_cycles`` of device sleep go first,
+        commitments, and the pass's device time by this process's events (trusted from the oracle only). The
+        judge times the whole request with its own clock. ``lead_cycles`` of device sleep go first,
         so that the whole pass is queued before the device starts on it (no host gaps inside the pass)."""
         if lead_cycles and self.graph is not None:
             torch.cuda._sleep(int(lead_cycles))
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
         self.run(1)
-        return commitments(self.outputs)
+        end.record()
+        sums = commitments(self.outputs)
+        return start.elapsed_time(end) * 1000.0, sums
 
 
 def host_overhead_us(fn: Callable[[], object], calls: int = 30) -> float:

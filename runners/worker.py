@@ -183,7 +183,8 @@ class Server:
         return {"ok": True}
 
     def window(self, req: dict) -> dict:
-        return {"ok": True, "commitments": self._timer({"which": "window"}).window(int(req.get("lead_cycles", 0)))}
+        pass_us, sums = self._timer({"which": "window"}).window(int(req.get("lead_cycles", 0)))
+        return {"ok": True, "pass_us": pass_us, "commitments": sums}
 
     def reveal(self, req: dict) -> dict:
         timer = self._timer({"which": "window"})
