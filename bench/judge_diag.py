@@ -20,8 +20,9 @@ VARIANTS = {
 
 def main() -> None:
     kernel = sys.argv[1] if len(sys.argv) > 1 else "rms_norm"
+    names = sys.argv[2].split(",") if len(sys.argv) > 2 else list(VARIANTS)
     bundle = bundle_for(kernel)
-    for name, protocol in VARIANTS.items():
+    for name, protocol in ((n, VARIANTS[n]) for n in names):
         protocol.corroboration_tolerance = 10.0  # measure, do not refuse
         with Evaluator(bundle, "triton", timeout=600, trials=1, spare=False, protocol=protocol) as ev:
             r = ev.evaluate(ev.baseline, seed=11)
