@@ -22,9 +22,9 @@ def with_app_settings(remote, **keys) -> str:
     return remote.commit("kernelsmith: app settings", {".github/kernelsmith.yml": yaml.safe_dump(config)})
 
 
-def finished(svc, job_id):
+def finished(svc, job_id, timeout=90):
     return wait_for(lambda: (j := job_state(svc, job_id)) and j.state in ("done", "no_gain", "failed", "cancelled")
-                    and j, what=f"job {job_id} to finish")
+                    and j, timeout=timeout, interval=0.25, what=f"job {job_id} to finish")
 
 
 def test_comment_to_pull_request_update_and_human_push(serve, stub, remote, tmp_path):
