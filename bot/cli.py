@@ -54,6 +54,12 @@ def optimize(
     preset: str = typer.Option(None, "--preset", help="kernel-smith: 40 rounds, temperature 0.6, top-p 0.95."),
     operators: str = typer.Option(None, "--operators", help="Comma-separated: tuner, rewrite, diff (default: "
                                                             "tuner, plus rewrite and diff with --models)."),
+    rounds: int = typer.Option(None, "--rounds", min=1, help="Stop after this many rounds of proposals."),
+    max_minutes: float = typer.Option(None, "--max-minutes", help="Stop the search after this much wall-clock."),
+    max_tokens: int = typer.Option(None, "--max-tokens", help="Stop when the LLMs have used this many tokens."),
+    max_dollars: float = typer.Option(None, "--max-dollars", help="Stop when the LLMs have cost this much (USD)."),
+    stagnation: int = typer.Option(None, "--stagnation", help="Stop after this many evaluations without a "
+                                                              "better best."),
 ) -> None:
     """Search for a faster version of one kernel, verify it, and write the pull-request report."""
     from .optimize import OptimizeOptions
@@ -63,7 +69,18 @@ def optimize(
     opts = OptimizeOptions(target=target, kernel=kernel, out=out, budget=budget, backend=backend, apply=apply,
                            seed=seed, min_speedup=min_speedup, trials=trials, timeout=timeout, overwrite=overwrite,
                            models=models, preset=preset,
-                           operators=[o.strip() for o in operators.split(",")] if operators else None)
+                           operators=[o.strip() for o in operators.split(",")] if operators else None,
+                           limits={k: v for k, v in {"rounds": rounds, "tokens": max_tokens, "money": max_dollars,
+                                                     "stagnation": stagnation,
+                                                     "wall_s": max_minutes * 60 if max_minutes else None}.items()
+                                   if v is not None} or None)
+    from evolver.engine import check_options
+
+    try:
+        check_options(opts.models, opts.preset, opts.operators, opts.limits)
+    except ValueError as exc:
+        console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        raise typer.Exit(code=2) from None
     columns = [SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("failures {task.fields[failures]}"), TextColumn("best {task.fields[best]}"),
                TimeElapsedColumn()]

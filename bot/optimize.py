@@ -53,6 +53,7 @@ class OptimizeOptions:
     preset: str | None = None  # kernel-smith: 40 rounds, temperature 0.6, top-p 0.95
     operators: list[str] | None = None  # tuner, rewrite, diff
     resume_from: Path | None = None  # the run store of an interrupted run (kernelsmith resume)
+    limits: dict | None = None  # more budgets of the search: rounds, wall_s, tokens, money, stagnation
 
 
 @dataclass
@@ -319,7 +320,7 @@ def optimize(opts: OptimizeOptions, progress: Progress | None = None) -> Optimiz
             _record(job.out, baseline)
             engine_opts = EngineOptions(budget=opts.budget, models=opts.models, preset=opts.preset,
                                         operators=opts.operators, resume_from=opts.resume_from,
-                                        job=_job_options(opts))
+                                        job=_job_options(opts), **(opts.limits or {}))
             archive = new_archive(engine_opts)
             progress.search_started(opts.budget)
 

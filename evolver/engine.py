@@ -69,6 +69,26 @@ class Engine:
     store: RunStore
 
 
+LIMITS = ("rounds", "wall_s", "tokens", "money", "stagnation")
+
+
+def check_options(models: Path | None, preset: str | None, operators: list[str] | None,
+                  limits: dict | None = None) -> None:
+    """Refuse bad search options before any work starts (a ValueError that names the fix)."""
+    if preset is not None and preset not in PRESETS:
+        raise ValueError(f"unknown preset {preset!r}: use {', '.join(PRESETS)}")
+    for name in operators or ():
+        if name not in ("tuner", *LLM_OPERATORS):
+            raise ValueError(f"unknown operator {name!r}: use tuner, rewrite or diff")
+        if name in LLM_OPERATORS and models is None:
+            raise ValueError(f"operator {name!r} needs models: pass --models FILE (a YAML list of LLMs)")
+    if models is not None:
+        load_models(models)  # raises ModelsFileError (a ValueError) naming the problem
+    for key in limits or {}:
+        if key not in LIMITS:
+            raise ValueError(f"unknown search limit {key!r}: use {', '.join(LIMITS)}")
+
+
 def job_options(opts) -> dict:
     """A job's options as JSON-able values, saved in the run store for ``kernelsmith resume``."""
     return {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(opts).items()

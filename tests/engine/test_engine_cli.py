@@ -81,3 +81,14 @@ def test_kernelbench_tasks_report_correctness_per_level(tmp_path):
     assert level["tasks"] == 1 and level["correctness_rate"] == 1.0
     assert level["fast_1"] is None and level["amsr"] is None  # the interpreter times nothing
     assert "level1\ttasks 1\tcorrect 1.00" in proc.stdout
+
+
+def test_bad_search_options_are_refused_before_any_work(example_repo, tmp_path):
+    proc = kernelsmith("optimize", example_repo, "--kernel", "softmax", "--operators", "rewrite", "--out", tmp_path / "a")
+    assert proc.returncode == 2 and "needs models" in proc.stderr and not (tmp_path / "a").exists()
+    proc = kernelsmith("optimize", example_repo, "--kernel", "softmax", "--preset", "fast", "--out", tmp_path / "b")
+    assert proc.returncode == 2 and "unknown preset" in proc.stderr
+    bad = tmp_path / "models.yaml"
+    bad.write_text("models:\n  - {name: x, provider: gemini, model: y}\n")
+    proc = kernelsmith("optimize", example_repo, "--kernel", "softmax", "--models", bad, "--out", tmp_path / "c")
+    assert proc.returncode == 2 and "provider must be anthropic or openai" in proc.stderr
