@@ -8,7 +8,7 @@ import datetime as dt
 import threading
 from pathlib import Path
 
-from sqlalchemy import create_engine, event, func, select
+from sqlalchemy import create_engine, event, func, insert, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -176,15 +176,14 @@ class JobStore:
     def add_delivery(self, delivery_id: str, event: str, action: str | None, payload: str,
                      state: str = "pending", outcome: str | None = None) -> bool:
         """Store a delivery; False when that delivery id was seen before (a replay)."""
-        with self._lock, self.session() as s:
-            s.add(Delivery(id=delivery_id, event=event, action=action, payload=payload, state=state,
-                           outcome=outcome))
-            try:
-                s.commit()
-                return True
-            except IntegrityError:
-                s.rollback()
-                return False
+        row = {"id": delivery_id, "event": event, "action": action, "payload": payload, "state": state,
+               "outcome": outcome, "attempts": 0, "received_at": now()}
+        try:
+            with self._lock, self.engine.begin() as conn:  # one INSERT, no ORM session: this is on the ack path
+                conn.execute(insert(Delivery), row)
+            return True
+        except IntegrityError:
+            return False
 
     def delivery(self, delivery_id: str) -> Delivery | None:
         with self.session() as s:

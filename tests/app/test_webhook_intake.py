@@ -5,6 +5,8 @@ import uuid
 
 import httpx
 
+from bot.app.signature import sign
+
 from .conftest import HOOKS, SECRET, payload, wait_for
 
 
@@ -50,6 +52,29 @@ def test_signature_size_replay_and_unknown_events(serve, stub):
     finally:
         store.close()
     assert not stub.calls("POST", r"/comments$")
+
+    # a burst: every delivery acknowledged at once, stored, and handled; none lost
+    events = [("ping", "ping/payload.json"), ("pull_request", "pull_request/closed.payload.json"),
+              ("installation_repositories", "installation_repositories/added.payload.json"),
+              ("check_run", "check_run/rerequested.payload.json")]
+    acks = []
+    with httpx.Client(timeout=10) as client:
+        for i in range(60):
+            event, name = events[i % len(events)]
+            raw, delivery = (HOOKS / name).read_bytes(), str(uuid.uuid4())
+            r = client.post(f"{svc.url}/webhook", content=raw, headers={
+                "X-GitHub-Event": event, "X-GitHub-Delivery": delivery,
+                "X-Hub-Signature-256": sign(SECRET.encode(), raw)})
+            acks.append((delivery, r.status_code, r.elapsed.total_seconds()))
+    assert all(code in (200, 202) for _, code, _ in acks)
+    assert max(t for _, _, t in acks) < 2.0  # acknowledged without waiting for any work
+    store = svc.db()
+    try:
+        wait_for(lambda: store.pending_deliveries() == 0, what="the burst to be handled")
+        states = [store.delivery(d).state for d, _, _ in acks]
+        assert states.count("done") == 45 and states.count("ignored") == 15  # check_run is not handled
+    finally:
+        store.close()
 
 
 def test_serve_starts_with_only_the_secret_the_app_id_and_the_key(tmp_path, app_key):
