@@ -238,16 +238,18 @@ def _check_baseline(job: _Job, evaluator: Evaluator, progress: Progress) -> tupl
     progress.stage("checking the baseline kernel", "baseline")
     baseline = Candidate(id=0, source=evaluator.baseline, operator="baseline")
     baseline.evaluation = evaluator.evaluate(baseline.source, secrets.randbits(62), reference=True)
-    if baseline.evaluation.stage == "baseline":  # the target's own code failed in the oracle worker
-        raise UserError(baseline.evaluation.error.strip(),
-                        "Make the module importable in a plain worker process: no GPU probe at import under the "
-                        "interpreter (--backend interpret), every package it imports installed in the workers' "
-                        "Python (`python:` in .github/kernelsmith.yml).")
-    if not baseline.evaluation.ok:
+    evaluation = baseline.evaluation
+    if not evaluation.ok:
+        error = evaluation.error.strip()
+        if "ModuleNotFoundError" in error or "ImportError" in error:  # the preflight import ran another Python
+            raise UserError(f"the workers cannot import {job.kernel.path}: {error}",
+                            "Install what it imports in the workers' Python, or name the target's environment "
+                            "with `python:` in .github/kernelsmith.yml.")
         raise UserError(
             f"the kernel `{job.spec.kernel}` does not compile or run as it is in {job.kernel.path} "
-            f"(stage {baseline.evaluation.stage}): {baseline.evaluation.error.strip()}",
-            "Fix the kernel (or the `args`/`shapes` in .github/kernelsmith.yml) so that it runs, then try again.")
+            f"(stage {evaluation.stage}, on the configured or captured inputs): {error}",
+            "Fix the kernel (or the `args`/`shapes` in .github/kernelsmith.yml, so that they describe calls the "
+            "entry accepts), then try again.")
     progress.stage("running the repository's test before any change", "baseline")
     before = job.target.baseline_test  # the capture run at HEAD, when there was one
     if before is None or not before.passed:
