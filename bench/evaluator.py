@@ -51,16 +51,18 @@ def bundle_for(name: str, shapes: list[dict] | None = None, dtypes: list[str] | 
     return bundle
 
 
-def part_a(runs: int) -> dict:
+def part_a(runs: int, kernels: list[str], save=lambda partial: None) -> dict:
     out = {}
-    for name in KERNELS:
+    for name in kernels:
         bundle = bundle_for(name)
         per_run = []
         for run in range(runs):
-            with Evaluator(bundle, "triton", timeout=600, trials=1, spare=False) as ev:
+            with Evaluator(bundle, "triton", timeout=600, trials=1) as ev:
                 r = ev.evaluate(ev.baseline, seed=1000 + run, reference=(run == 0))
             if not r.ok:
                 per_run.append({"error": f"{r.stage}: {r.error[:300]}"})
+                if not any("error" not in x for x in per_run) and len(per_run) >= 2:
+                    raise SystemExit(f"part a: {name} fails twice in a row, stopping: {r.stage}: {r.error[:600]}")
                 continue
             per_run.append({c.case: {"speedup": c.speedup, "baseline_us": c.baseline_us, "judge_ratio": c.judge_ratio,
                                      "spread": [c.baseline_spread, c.candidate_spread], "samples": c.samples,
@@ -77,6 +79,7 @@ def part_a(runs: int) -> dict:
                              "torch_compile_us": next((r[case]["reference_us"] for r in good
                                                        if r.get(case, {}).get("reference_us")), None)}
         out[name] = {"runs": per_run, "summary": summary}
+        save(out)
     return out
 
 
@@ -92,24 +95,23 @@ def part_b(pairs: int) -> dict:
     with Evaluator(bundle, "triton", timeout=600, trials=1) as ev:
         slower = ev.baseline.replace(*SLOWER_PATCH)
         assert slower != ev.baseline
-        ratios, base_self = [], []
+        ratios, errors = [], []
         for i in range(pairs):
-            r = ev.evaluate(slower, seed=5000 + i)
+            r = ev.evaluate(slower, seed=5000 + i, trials=1)
             if not r.ok:
-                return {"error": f"{r.stage}: {r.error[:400]}"}
+                errors.append(f"{r.stage}: {r.error[:300]}")
+                continue
             ratios.append(r.cases[0].speedup)
-            if i % 10 == 0:
-                s = ev.evaluate(ev.baseline, seed=7000 + i)
-                base_self.append(s.cases[0].speedup if s.ok else None)
-    return {"case": "T=4096,H=4096/float16", "pairs": pairs, "ranked_slower": sum(1 for x in ratios if x < 1.0),
-            "mean_slowdown": 1 - statistics.mean(ratios), "speedups": ratios, "baseline_self": base_self}
+    return {"case": "T=4096,H=4096/float16", "pairs": pairs, "evaluated": len(ratios),
+            "ranked_slower": sum(1 for x in ratios if x < 1.0),
+            "mean_slowdown": 1 - statistics.mean(ratios) if ratios else None, "speedups": ratios, "errors": errors}
 
 
 def part_c(runs: int) -> dict:
     bundle = bundle_for("layer_norm")
     results = []
     for run in range(runs):
-        with Evaluator(bundle, "triton", timeout=600, trials=1, spare=False) as ev:
+        with Evaluator(bundle, "triton", timeout=600, trials=1) as ev:
             copy = ev.baseline + "\n# a copy of the kernel module\n"
             r = ev.evaluate(copy, seed=9000 + run)
         results.append({"ok": r.ok, "error": r.error[:300],
@@ -164,13 +166,18 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--pairs", type=int, default=100)
     ap.add_argument("--candidates", type=int, default=30)
+    ap.add_argument("--kernels", default=",".join(KERNELS))
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     result = {"environment": environment()}
     path = args.out / "evaluator.json"
     for part in args.parts.split(","):
         t0 = time.perf_counter()
-        result[part] = {"a": lambda: part_a(args.runs), "b": lambda: part_b(args.pairs),
+        def save_a(partial: dict) -> None:
+            result["a"] = partial
+            path.write_text(json.dumps(result, indent=1, default=str))
+
+        result[part] = {"a": lambda: part_a(args.runs, args.kernels.split(","), save_a), "b": lambda: part_b(args.pairs),
                         "c": lambda: part_c(args.runs), "d": lambda: part_d(args.candidates)}[part]()
         result[part]["seconds"] = time.perf_counter() - t0
         path.write_text(json.dumps(result, indent=1, default=str))
@@ -193,8 +200,8 @@ def print_table(result: dict) -> None:
                     print(f"  {name}: ERROR {r['error']}")
     if "b" in result:
         b = result["b"]
-        print(f"(b) ~3% slower: {b.get('ranked_slower')}/{b.get('pairs')} ranked slower, mean slowdown "
-              f"{b.get('mean_slowdown', 0):.4f} {b.get('error', '')}")
+        print(f"(b) ~3% slower: {b.get('ranked_slower')}/{b.get('evaluated')} ranked slower, mean slowdown "
+              f"{b.get('mean_slowdown') or 0:.4f}, refused {len(b.get('errors', []))}: {b.get('errors', [''])[:1]}")
     if "c" in result:
         c = result["c"]
         print(f"(c) autotuned copy vs itself: {c['min']}..{c['max']}")

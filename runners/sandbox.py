@@ -151,6 +151,9 @@ class Evaluator:
         self._peak: tuple[float, int] | None = None
         self._device_info: dict = {}
         self.started = 0  # candidate workers started (for the throughput benchmark)
+        if spare:  # both start importing torch now, in parallel, before the first evaluation needs them
+            self._oracle = self._spawn("oracle")
+            self._spare = self._spawn("candidate")
 
     # ---- workers ----------------------------------------------------------------------------------------
     def _spawn(self, role: str) -> WorkerProcess:
@@ -168,11 +171,12 @@ class Evaluator:
             compile=self.backend.timed)
 
     def _oracle_worker(self) -> WorkerProcess:
-        if self._oracle is not None and self._oracle.alive():
+        if self._oracle is not None and self._oracle.alive() and self._oracle_info.get("ok"):
             return self._oracle
-        if self._oracle is not None:
-            self._oracle.close()
-        self._oracle = self._spawn("oracle")
+        if self._oracle is None or not self._oracle.alive():
+            if self._oracle is not None:
+                self._oracle.close()
+            self._oracle = self._spawn("oracle")
         self._oracle.deadline = time.monotonic() + self.timeout + START_TIMEOUT
         info = self._load(self._oracle, "ks_baseline", None, reference=True)
         if not info.get("ok"):
@@ -268,6 +272,7 @@ class Evaluator:
         if self._oracle is not None:
             self._oracle.close()
             self._oracle = None
+            self._oracle_info = {}
 
     def close(self) -> None:
         for worker in (self._spare, self._oracle):

@@ -24,28 +24,39 @@ def _flat(out) -> list:
     return [out]
 
 
-def commitments(outputs: list) -> list[float]:
-    """One number per slot, computed on the device in a few batched kernels: the sum of the float32 norms of
-    the slot's floating outputs (``torch._foreach_norm``, no host round trips) plus the byte sums of any
-    other outputs. A worker that returns these before showing any output has committed to outputs it must
-    already have computed; the judge recomputes them from the outputs it is shown (``matches``)."""
+def commitments(outputs: list, buffers: dict | None = None) -> list[int]:
+    """One integer per slot: the sum of the bytes of the slot's outputs, computed on the device in a few
+    batched kernels (a multi-tensor copy into one block, then one reduction; no launch per slot). A worker
+    that returns these before showing any output has committed to outputs it must already have computed; the
+    judge recomputes them from the outputs it is shown. ``buffers`` keeps the blocks between calls."""
     flats = [_flat(out) for out in outputs]
     if not flats:
         return []
     device = next((t.device for f in flats for t in f if isinstance(t, torch.Tensor)), torch.device("cpu"))
-    total = torch.zeros(len(flats), dtype=torch.float64, device=device)
-    for position in zip(*flats):
-        tensors = [t.detach() for t in position if isinstance(t, torch.Tensor)]
+    total = torch.zeros(len(flats), dtype=torch.int64, device=device)
+    for position, column in enumerate(zip(*flats)):
+        tensors = [t.detach() for t in column if isinstance(t, torch.Tensor)]
         if len(tensors) != len(flats) or not tensors[0].numel():
             continue
-        if tensors[0].dtype.is_floating_point:
-            total += torch.stack(torch._foreach_norm(tensors, 2, dtype=torch.float32)).double()
-        else:
-            total += torch.stack([torch.sum(t.reshape(-1).view(torch.uint8), dtype=torch.int64) for t in tensors]).double()
-    return [float(x) for x in total.tolist()]
+        first = tensors[0]
+        if any(t.shape != first.shape or t.dtype != first.dtype for t in tensors):
+            for k, t in enumerate(tensors):
+                total[k] += torch.sum(t.contiguous().reshape(-1).view(torch.uint8), dtype=torch.int64)
+            continue
+        key = (position, first.dtype, first.numel())
+        block = (buffers or {}).get(key)
+        if block is None:
+            block = torch.empty((len(tensors), first.numel()), dtype=first.dtype, device=device)
+            if buffers is not None:
+                buffers[key] = block
+        torch._foreach_copy_(list(block.unbind(0)), [t.reshape(-1) for t in tensors])
+        total += block.view(torch.uint8).sum(dim=1, dtype=torch.int64)
+    return [int(x) for x in total.tolist()]
 
 
 def matches(committed: float, recomputed: float) -> bool:
+    if isinstance(committed, int) and isinstance(recomputed, int):
+        return committed == recomputed
     if math.isnan(committed) or math.isnan(recomputed):  # NaN outputs: both must be NaN
         return math.isnan(committed) and math.isnan(recomputed)
     if math.isinf(committed) or math.isinf(recomputed):
@@ -62,6 +73,7 @@ class SlotTimer:
         self.outputs: list = [None] * len(slots)
         self.graph: torch.cuda.CUDAGraph | None = None
         self.method = "cuda-graph"
+        self.commit_buffers: dict = {}
 
     def prepare(self) -> str:
         stream = torch.cuda.Stream()
@@ -100,7 +112,7 @@ class SlotTimer:
         end.synchronize()
         return start.elapsed_time(end) * 1000.0 / (replays * len(self.slots))
 
-    def window(self, lead_cycles: int = 0) -> tuple[float, list[float]]:
+    def window(self, lead_cycles: int = 0) -> tuple[float, list[int]]:
         """The judge's corroboration run: one pass over every slot (all distinct values), then the slots'
         commitments, and the pass's device time by this process's events (trusted from the oracle only). The
         judge times the whole request with its own clock. ``lead_cycles`` of device sleep go first,
@@ -111,7 +123,7 @@ class SlotTimer:
         start.record()
         self.run(1)
         end.record()
-        sums = commitments(self.outputs)
+        sums = commitments(self.outputs, self.commit_buffers)
         return start.elapsed_time(end) * 1000.0, sums
 
 
