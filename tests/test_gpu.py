@@ -2,7 +2,6 @@
 on the H200 through bench/gpu_checks.sh, whose output is committed under bench/results/."""
 import pytest
 import torch
-
 from conftest import CHEATS, EXAMPLE, run_past_the_policy
 
 pytestmark = [pytest.mark.gpu,
