@@ -23,7 +23,19 @@ from evolver.candidate import Candidate
 from evolver.engine import EngineOptions, new_archive, run_search
 from runners.extract import build_bundle
 from runners.sandbox import Evaluator
-from tests.llm_server.server import RecordedLLM
+
+
+def _load_server():
+    """The loopback server, loaded by path (a `tests` package installed on the machine must not shadow it)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("ks_llm_server", ROOT / "tests/llm_server/server.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.RecordedLLM
+
+
+RecordedLLM = _load_server()
 
 EXAMPLE = ROOT / "examples" / "tinyserve"
 log = logging.getLogger("kernelsmith")
@@ -33,7 +45,8 @@ def score(c: Candidate) -> float:
     return c.fitness if (c.correct and c.fitness is not None) else 0.0
 
 
-def run_path(name: str, bundle: Path, backend: str, opts: EngineOptions, out: Path, seed: int) -> dict:
+def run_path(name: str, bundle: Path, backend: str, opts: EngineOptions, out: Path, seed: int,
+             save=lambda partial: None) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     curve, started = [], time.monotonic()
     with Evaluator(bundle, backend, timeout=120, trials=2) as evaluator:
@@ -48,6 +61,7 @@ def run_path(name: str, bundle: Path, backend: str, opts: EngineOptions, out: Pa
                           "seconds": round(time.monotonic() - started, 1),
                           "error": c.evaluation.error.splitlines()[0][:200] if c.evaluation.error else ""})
             print(f"[{name}] {curve[-1]}", flush=True)
+            save({"curve": curve, "partial": True})  # a run cut short by its time limit keeps its curve
 
         engine = run_search(evaluator, baseline, opts, out, seed, on_result, archive=new_archive(opts))
         champion = engine.archive.best()
@@ -119,8 +133,11 @@ def main() -> None:
         for name in args.paths.split(","):
             opts = EngineOptions(budget=args.budget, operators=["tuner"]) if name == "tuner" else \
                 EngineOptions(budget=args.budget, models=models, operators=["rewrite", "diff"], preset="kernel-smith")
-            results[name] = run_path(name, bundle, args.backend, opts, args.out / name, args.seed)
-            (args.out / "engine.json").write_text(json.dumps(results, indent=1, default=str))
+            def save(partial, name=name):
+                results[name] = partial
+                (args.out / "engine.json").write_text(json.dumps(results, indent=1, default=str))
+
+            save(run_path(name, bundle, args.backend, opts, args.out / name, args.seed, save))
     plotted = plot(results, args.out / "best_vs_evaluations.png")
     print("plot:", plotted, flush=True)
 

@@ -122,7 +122,7 @@ def _operators(opts: EngineOptions, builder_factory, ensemble, temperature, top_
 
 def run_search(evaluator, baseline: Candidate, opts: EngineOptions, out: Path, seed: int,
                on_result: Callable[[Candidate], None] = lambda c: None, archive: Archive | None = None,
-               evaluate: Callable[[Candidate], object] | None = None) -> Engine:
+               evaluate: Callable[[Candidate], object] | list | None = None) -> Engine:
     """Run the search for a job whose baseline is already evaluated; everything is stored in ``out/run.sqlite``."""
     preset = PRESETS.get(opts.preset or "default")
     if preset is None:
@@ -151,8 +151,10 @@ def run_search(evaluator, baseline: Candidate, opts: EngineOptions, out: Path, s
     config = SearchConfig(Budget(evaluations=opts.budget, rounds=rounds, wall_s=opts.wall_s, tokens=opts.tokens,
                                  money=opts.money, stagnation=opts.stagnation),
                           in_flight=in_flight, round_size=islands)
+    # One evaluate callable per GPU (the loop runs one evaluation on each at a time); a job has one for now.
     evaluate = evaluate or (lambda c: evaluator.evaluate(c.source, secrets.randbits(62)))
-    search = Search(archive, operators, [evaluate], config, random.Random(seed), store, ensemble, on_result)
+    devices = list(evaluate) if isinstance(evaluate, (list, tuple)) else [evaluate]
+    search = Search(archive, operators, devices, config, random.Random(seed), store, ensemble, on_result)
     state = store.get("state")
     if state:  # resume: the archive, the random and bandit state, the counters; pending candidates re-queued
         if store.get("baseline_sha256") != baseline.sha256:

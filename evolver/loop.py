@@ -143,8 +143,9 @@ class Search:
         improved = after is not before and after is cand and (before is None or before.fitness is None or
                                                                (cand.fitness or 0) > (before.fitness or 0) * 1.001)
         self.n.since_improvement = 0 if improved else self.n.since_improvement + 1
-        if self.ensemble and cand.calls:
-            self.ensemble.record_outcome(cand.calls[-1].model, won(cand, self.by_id.get(cand.parent_id)))
+        model = cand.calls[-1].model if cand.calls else cand.genome.get("model")  # (a resumed pending one)
+        if self.ensemble and model:
+            self.ensemble.record_outcome(model, won(cand, self.by_id.get(cand.parent_id)))
         if self.store:
             self.store.set_evaluation(cand, self.state())
         self.on_result(cand)

@@ -2,18 +2,27 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "tinyserve"
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 
-from tests.llm_server.server import RecordedLLM
+
+
+def _load_server():
+    """The loopback LLM server, loaded by path (an installed `tests` package must not shadow it)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("ks_llm_server", ROOT / "tests/llm_server/server.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.RecordedLLM
+
+
+RecordedLLM = _load_server()
 
 __all__ = ["EXAMPLE", "RECORDED", "ROOT", "SCRIPTS", "RecordedLLM", "models_file"]
 SCRIPTS = ROOT / "tests" / "llm_server" / "scripts"
