@@ -161,3 +161,26 @@ def test_a_working_llm_gets_its_rewrites_evaluated_and_stored(tmp_path):
     assert any("does not parse" in (c["dynamic"] or "") for c in calls)  # the syntax error was fed back
     assert all(c["temperature"] == PRESETS["kernel-smith"]["temperature"] for c in calls)
     assert s.ensemble.report()[0]["calls"] == len(calls)
+
+
+def test_an_ensemble_of_both_wire_formats_shares_the_run_and_accounts_per_model(tmp_path):
+    import json
+
+    script = [{"file": "softmax/split_rows.py"}, {"file": "softmax/looped.py"}, {"file": "softmax/rows_only.py"},
+              {"file": "softmax/split_only.py"}, {"file": "softmax/split_4096.py"}]
+    with RecordedLLM(script) as server:
+        a = json.loads(models_file(tmp_path, server.url, provider="anthropic").read_text())["models"][0]
+        o = json.loads(models_file(tmp_path, server.url, provider="openai", price={"input": 0.1}).read_text())
+        path = tmp_path / "both.yaml"
+        path.write_text(json.dumps({"models": [a, o["models"][0]]}))
+        ens = Ensemble(load_models(path))
+        op = LLMOperator("rewrite", ens, PromptBuilder(_Spec(), SOFTMAX, "interpret"), max_resamples=0)
+        s = Search(archive(), [op], [Device()], SearchConfig(Budget(evaluations=5, rounds=30), in_flight=3),
+                   random.Random(4), None, ens)
+        s.run()
+        paths = {r["path"] for r in server.requests}
+    assert paths == {"/v1/messages", "/v1/chat/completions"}  # both providers were called
+    report = {r["model"]: r for r in ens.report()}
+    assert report["local-anthropic"]["calls"] + report["local-openai"]["calls"] == len(server.requests)
+    assert report["local-anthropic"]["cost"] > 0 and report["local-anthropic"]["input_tokens"] > 0
+    assert sum(r["children_evaluated"] for r in report.values()) == s.n.evaluated
