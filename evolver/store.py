@@ -142,7 +142,8 @@ class RunStore:
                              island=r["island"] or 0, inspirations=json.loads(r["inspirations"] or "[]"))
             if r["evaluation"] and r["status"] == "evaluated":
                 cand.evaluation = Evaluation.from_dict(json.loads(r["evaluation"]))
-            cand.genome.setdefault("model", r["model"]) if r["model"] else None
+            if r["model"]:
+                cand.genome.setdefault("model", r["model"])
             out.append(cand)
         return out
 

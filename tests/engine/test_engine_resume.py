@@ -54,3 +54,37 @@ def test_kill_9_mid_search_then_resume_matches_an_uninterrupted_run(tmp_path):
     assert after[: len(before)] == before  # nothing lost or rewritten
     assert len(after) == 1 + BUDGET
     assert [r[1] for r in after] == [r[1] for r in evaluated(straight)]  # same random state, same search
+
+
+def test_saved_state_restores_the_random_stream_and_the_bandit(tmp_path):
+    import json
+    import random
+
+    from test_engine_loop import Counter, Device, archive
+    from test_engine_providers import PROMPT, FakeProvider
+
+    from evolver.budget import Budget
+    from evolver.loop import Search, SearchConfig
+    from evolver.providers import Ensemble
+
+    def ensemble():
+        cheap, dear = FakeProvider("cheap", 0.01), FakeProvider("dear", 0.1)
+        return Ensemble([cheap.spec, dear.spec], providers=[cheap, dear])
+
+    ens = ensemble()
+    rng = random.Random(3)
+    for _ in range(20):
+        name = ens.complete(PROMPT, rng).model
+        ens.record_outcome(name, name == "dear")
+    first = Search(archive(), [Counter()], [Device()], SearchConfig(Budget(evaluations=4), in_flight=1),
+                   random.Random(9), None, ens)
+    first.run()
+    state = json.loads(json.dumps(first.state()))  # what the store keeps
+    second = Search(archive(), [Counter()], [Device()], SearchConfig(Budget(evaluations=4), in_flight=1),
+                    random.Random(123), None, ensemble())
+    second.restore(state, [])
+    assert second.ensemble.state() == first.ensemble.state()
+    assert second.n == first.n and second.next_id == first.next_id
+    assert [second.rng.random() for _ in range(5)] == [first.rng.random() for _ in range(5)]
+    assert [second.ensemble.choose(random.Random(1)) for _ in range(5)] == \
+        [first.ensemble.choose(random.Random(1)) for _ in range(5)]
