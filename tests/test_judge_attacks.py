@@ -19,6 +19,8 @@ import time
 import pytest
 from conftest import CHEATS, ROOT, run_past_the_policy
 
+from runners.policy import check_source
+
 
 def _source(name: str) -> str:
     return (CHEATS / name).read_text()
@@ -41,6 +43,10 @@ REFUSED = [
 @pytest.mark.parametrize("static_policy", [False, True], ids=["judge-alone", "with-policy"])
 @pytest.mark.parametrize("cheat, stage, words, policy_stage", REFUSED, ids=[c[0] for c in REFUSED])
 def test_attack_is_refused(rms_evaluator, cheat, stage, words, policy_stage, static_policy):
+    if static_policy and policy_stage != "policy":
+        # The policy lets it through to the very judge run tested without it: only check that it does.
+        assert check_source(_source(cheat), rms_evaluator.baseline, rms_evaluator.spec.entry) == []
+        return
     ev = rms_evaluator.evaluate(_source(cheat), seed=5, time_it=False, trials=2, static_policy=static_policy)
     assert not ev.ok
     want = policy_stage if static_policy else stage
@@ -75,10 +81,10 @@ def test_the_evaluator_still_works_after_a_segfault(rms_evaluator, crashed):
 
 @pytest.mark.xfail(strict=True, reason=(
     "runners/sandbox.py evaluate() reads candidate.proc.poll() right after PeerGone, before the dead worker "
-    "is reaped: the error says 'exit code None' and no signal. Fix: candidate.proc.wait(timeout=2) first and "
+    "is reaped (a race: often 'exit code None') and never names the signal. Fix: candidate.proc.wait(timeout=2) first, "
     "name the signal (-11: SIGSEGV)"))
 def test_a_crash_names_the_signal(crashed):
-    assert "SIGSEGV" in crashed.error or "-11" in crashed.error, crashed.error
+    assert "SIGSEGV" in crashed.error, crashed.error
 
 
 @pytest.fixture(scope="module")
@@ -178,7 +184,7 @@ sys.path.insert(0, {root!r})
 from runners.sandbox import Evaluator
 bundle, sources = sys.argv[1], json.loads(sys.argv[2])
 results = []
-with Evaluator(bundle, "interpret", timeout=60, trials=2) as ev:
+with Evaluator(bundle, "interpret", timeout=60, trials=2, spare=False) as ev:
     for source in sources:
         r = ev.evaluate(source if source != "BASELINE" else ev.baseline, seed=5, time_it=False, trials=2,
                         static_policy=False)
@@ -214,9 +220,8 @@ def test_the_judges_memory_is_out_of_reach(rms_bundle, tmp_path):
     "judge not dumpable; a sequence number in every request, echoed in the reply and checked by the judge "
     "(a mismatch restarts the oracle and is blamed on the candidate)"))
 def test_the_oracle_pipe_cannot_be_poisoned_for_later_evaluations(rms_bundle, tmp_path):
-    poisoned, after, again = _own_judge(rms_bundle, tmp_path,
-                                        [_source("poisons_the_oracle_pipe.py"), "BASELINE", "BASELINE"])
-    assert after["ok"] and again["ok"], (poisoned, after, again)
+    poisoned, after = _own_judge(rms_bundle, tmp_path, [_source("poisons_the_oracle_pipe.py"), "BASELINE"])
+    assert after["ok"], (poisoned, after)
 
 
 @pytest.mark.xfail(strict=True, reason=(
