@@ -108,6 +108,40 @@ def plot(results: dict, path: Path) -> bool:
     return True
 
 
+def write_summary(results: dict, path: Path) -> None:
+    lines = ["| path | evaluations | stop | best speedup | reached at evaluation | failed | rejected before evaluation |",
+             "| --- | ---: | --- | ---: | ---: | ---: | ---: |"]
+    for name, r in results.items():
+        curve = r.get("curve", [])
+        best = max([1.0] + [p["best"] for p in curve])
+        at = next((p["evaluation"] for p in curve if p["best"] == best and best > 1.0), "–")
+        summary = r.get("summary", {})
+        failed = sum(1 for p in curve if p["stage"] != "done")
+        lines.append(f"| {name} | {len(curve)} | {summary.get('stop', 'cut short')} | {best:.3f}x | {at} | "
+                     f"{failed} | {summary.get('rejected_proposals', 0)} + {summary.get('duplicates_rejected', 0)} "
+                     "duplicates |")
+    for name, r in results.items():
+        champ = r.get("champion")
+        if not champ:
+            continue
+        v = champ["verify"]
+        lines += ["", f"### {name}: champion candidate {champ['id']} ({champ['operator']}), re-verified",
+                  (f"search fitness {champ['search_fitness']:.3f}x; re-timed in a fresh worker with new seeds: stage "
+                  f"{v['stage']}, fitness {v['fitness'] if v['fitness'] is None else format(v['fitness'], '.3f')}"
+                  f"x; held-out cases correct: {champ['held_out_ok']}"), "",
+                  "| case | baseline µs | candidate µs | speedup |", "| --- | ---: | ---: | ---: |"]
+        for c in v["cases"]:
+            sp = c.get("speedup")
+            lines.append(f"| {c['case']} | {c['baseline_us'] or 0:.2f} | {c['candidate_us'] or 0:.2f} | "
+                         f"{sp if sp is None else format(sp, '.3f')} |")
+    for name, r in results.items():
+        failures = [p for p in r.get("curve", []) if p["stage"] != "done"]
+        if failures:
+            lines += ["", f"### {name}: candidates that failed", ""]
+            lines += [f"- {p['id']} ({p['operator']}) at {p['stage']}: {p['error']}" for p in failures]
+    path.write_text("\n".join(lines) + "\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path, required=True)
@@ -138,6 +172,7 @@ def main() -> None:
                 (args.out / "engine.json").write_text(json.dumps(results, indent=1, default=str))
 
             save(run_path(name, bundle, args.backend, opts, args.out / name, args.seed, save))
+    write_summary(results, args.out / "summary.md")
     plotted = plot(results, args.out / "best_vs_evaluations.png")
     print("plot:", plotted, flush=True)
 
