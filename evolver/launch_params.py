@@ -296,11 +296,11 @@ def autotune_knobs(tuned: Autotuned, index: int) -> list[Knob]:
     knobs = [Knob(index, tuned.line, tuned.kernel, "configs", tuple(texts), "autotune", tuple(labels))]
     if tuned.key_node is not None:
         keys: list[str | None] = [None]
-        key_labels = [f"key {tuned.key}"]
+        key_labels = [f"{tuned.key}"]
         for p in tuned.scalars:
             if p not in tuned.key:
                 keys.append(repr([*tuned.key, p]))
-                key_labels.append(f"key {[*tuned.key, p]} (re-tune per value of {p})")
+                key_labels.append(f"{[*tuned.key, p]} (re-tune per value of {p})")
         if len(keys) > 1:
             knobs.append(Knob(index, tuned.line, tuned.kernel, "key", tuple(keys), "autotune", tuple(key_labels)))
     return knobs

@@ -81,7 +81,8 @@ class LaunchTuner:
         out = []
         for knob in self.knobs:
             if genome.get(knob.key):
-                out.append(f"{knob.kernel} (line {knob.line}): {knob.name} {knob.label(0)} -> "
+                name = f"autotune {knob.name}:" if knob.kind == "autotune" else knob.name
+                out.append(f"{knob.kernel} (line {knob.line}): {name} {knob.label(0)} -> "
                            f"{knob.label(genome[knob.key])}")
         return out
 
@@ -113,8 +114,8 @@ class LaunchTuner:
             if key_blind:
                 note = (f"{knob.kernel}: the best config differs across shapes and the autotuned baseline is up to "
                         f"{max(gains.values()):.2f}x slower than the best pinned config on some of them: its "
-                        f"{key.label(0) if key else 'key'} cannot tell these shapes apart"
-                        + (f"; candidates: {', '.join(key.labels[1:])}" if key and len(key.labels) > 1 else ""))
+                        f"key {key.label(0) if key else ''} cannot tell these shapes apart"
+                        + (f"; keys to try: {', '.join(key.labels[1:])}" if key and len(key.labels) > 1 else ""))
             elif differs:
                 note = f"{knob.kernel}: the best config differs across shapes, and the autotuner already finds it"
             findings.append({"kernel": knob.kernel, "line": knob.line, "key": key.label(0) if key else None,

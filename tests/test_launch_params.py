@@ -1,6 +1,7 @@
 import ast
 
 from conftest import EXAMPLE
+
 from evolver.launch_params import find_knobs, render
 
 SILU = (EXAMPLE / "tinyserve/kernels/activation.py").read_text()
@@ -55,3 +56,98 @@ def test_absent_keywords_are_added_and_autotuned_kernels_left_alone():
     new = render(SOURCE, knobs, {warps.key: warps.choices.index("8")})
     assert "k[(1,)](x, BLOCK=64, num_warps=8)" in new and "# comment kept" in new
     assert "tuned[(1,)](x)" in new
+
+
+AUTOTUNED = '''\
+import torch
+import triton
+import triton.language as tl
+
+_ALL = [triton.Config({"BLOCK": b}, num_warps=w) for b in (64, 256) for w in (2, 8)]
+CONFIGS = _ALL if torch.cuda.is_available() else _ALL[:1]
+
+
+@triton.autotune(configs=CONFIGS, key=["N"])
+@triton.jit
+def _norm(x_ptr, y_ptr, M, N, stride, eps, BLOCK: tl.constexpr):
+    pass
+
+
+@triton.jit
+def _other(x_ptr, BLOCK: tl.constexpr):
+    pass
+
+
+def norm(x, eps=1e-6):
+    _norm[(x.shape[0],)](x, x, x.shape[0], x.shape[1], x.stride(0), eps)
+
+
+def unrelated(x):
+    _other[(1,)](x, BLOCK=128, num_warps=4)
+'''
+
+
+def test_autotuned_launches_get_config_and_key_knobs():
+    knobs = {k.name: k for k in find_knobs(AUTOTUNED, "norm")}
+    assert set(knobs) == {"configs", "key"}  # `unrelated` is not reached from the entry: no knobs from it
+    configs = knobs["configs"]
+    assert configs.labels[:5] == ("(as written)", "pin BLOCK=64, num_warps=2", "pin BLOCK=64, num_warps=8",
+                                  "pin BLOCK=256, num_warps=2", "pin BLOCK=256, num_warps=8")
+    assert "only configs with BLOCK=64" in configs.labels and configs.labels[-1].startswith("more configs")
+    # the key can add the token count M; strides and eps are not worth re-tuning on
+    assert knobs["key"].labels == ("['N']", "['N', 'M'] (re-tune per value of M)")
+    assert {k.kernel for k in find_knobs(AUTOTUNED)} == {"_norm", "_other"}  # no entry: every launch
+
+
+def test_render_pins_a_config_and_re_keys():
+    knobs = find_knobs(AUTOTUNED, "norm")
+    configs, key = knobs
+    new = render(AUTOTUNED, knobs, {configs.key: 4, key.key: 1}, "norm")
+    assert "@triton.autotune(configs=[triton.Config({'BLOCK': 256}, num_warps=8)], key=['N', 'M'])" in new
+    assert new.count("\n") == AUTOTUNED.count("\n") and "CONFIGS = _ALL if" in new
+    ast.parse(new)
+
+
+def test_findings_say_when_the_key_cannot_tell_shapes_apart():
+    from types import SimpleNamespace
+
+    from evolver.candidate import Candidate
+    from evolver.operators import LaunchTuner
+    from runners.results import CaseResult, Evaluation
+
+    tuner = LaunchTuner(AUTOTUNED, entry="norm")
+    configs = next(k for k in tuner.knobs if k.name == "configs")
+
+    def cand(i, choice, times):
+        cases = [CaseResult(case=c, correct=True, baseline_us=b, candidate_us=t) for c, (b, t) in times.items()]
+        return Candidate(id=i, source="", operator="tuner", genome={configs.key: choice},
+                         evaluation=Evaluation(stage="done", ok=True, timed=True, cases=cases))
+
+    archive = SimpleNamespace(candidates=[
+        cand(1, 1, {"T=1": (2.0, 1.9), "T=8192": (40.0, 60.0)}),   # small config: best at decode
+        cand(2, 4, {"T=1": (2.0, 2.6), "T=8192": (40.0, 25.0)}),   # large config: 1.6x at prefill
+    ])
+    [finding] = tuner.autotune_findings(archive)
+    assert finding["best_config"] == {"T=1": "BLOCK=64, num_warps=2", "T=8192": "BLOCK=256, num_warps=8"}
+    assert finding["differs"] and finding["key_blind"] and finding["pinned_speedup"]["T=8192"] == 1.6
+    assert "key ['N'] cannot tell these shapes apart" in finding["note"] and "['N', 'M']" in finding["note"]
+    archive.candidates = [cand(1, 1, {"T=1": (2.0, 1.98), "T=8192": (40.0, 60.0)}),  # within 5% of the
+                          cand(2, 4, {"T=1": (2.0, 2.6), "T=8192": (40.0, 39.5)})]  # autotuned baseline
+    [finding] = tuner.autotune_findings(archive)
+    assert finding["differs"] and not finding["key_blind"]
+
+
+def test_tuner_tries_each_autotune_choice_first():
+    import random
+
+    from evolver.archive import Archive
+    from evolver.candidate import Candidate
+    from evolver.operators import LaunchTuner
+
+    tuner = LaunchTuner(AUTOTUNED, entry="norm")
+    archive = Archive()
+    first = [tuner.propose(archive, random.Random(0)).genome for _ in range(3)]
+    assert first == [{"_norm@autotune.configs": 1}, {"_norm@autotune.configs": 2}, {"_norm@autotune.configs": 3}]
+    assert tuner.describe({"_norm@autotune.key": 1}) == [
+        "_norm (line 11): autotune key: ['N'] -> ['N', 'M'] (re-tune per value of M)"]
+    del Candidate
