@@ -142,6 +142,24 @@ def write_summary(results: dict, path: Path) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
+def curve_from_store(run_dir: Path) -> list[dict]:
+    """Best speedup against evaluations, read back from a run's store (e.g. an `optimize --models` run)."""
+    from evolver.store import RunStore
+
+    store = RunStore(run_dir / "run.sqlite")
+    rows = sorted((r for r in store.rows("evaluated") if r["id"] != 0), key=lambda r: r["evaluated_at"] or 0)
+    store.close()
+    curve, best = [], 1.0
+    for i, r in enumerate(rows, 1):
+        ev = json.loads(r["evaluation"])
+        fit = r["fitness"] if r["correct"] and r["fitness"] is not None else 0.0
+        best = max(best, fit)
+        curve.append({"evaluation": i, "id": r["id"], "operator": r["operator"], "stage": ev["stage"],
+                      "fitness": r["fitness"], "best": best, "seconds": None,
+                      "error": ev["error"].splitlines()[0][:200] if ev["error"] else ""})
+    return curve
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path, required=True)
@@ -150,8 +168,24 @@ def main() -> None:
     parser.add_argument("--backend", default="triton")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--script", type=Path, default=ROOT / "tests/llm_server/scripts/softmax_h200.json")
-    parser.add_argument("--paths", default="llm,tuner")
+    parser.add_argument("--paths", default="tuner,llm")
+    parser.add_argument("--plot-only", action="store_true", help="re-plot engine.json (and --optimize-run)")
+    parser.add_argument("--optimize-run", type=Path, help="an `optimize --models` run folder to plot as well")
     args = parser.parse_args()
+    if args.plot_only:
+        path = args.out / "engine.json"
+        results = json.loads(path.read_text()) if path.exists() else {}
+        if args.optimize_run and (args.optimize_run / "run.sqlite").exists():
+            from evolver.store import RunStore
+
+            store = RunStore(args.optimize_run / "run.sqlite")
+            stop = store.get("stop") or "cut short"
+            store.close()
+            results["llm (kernelsmith optimize)"] = {"curve": curve_from_store(args.optimize_run),
+                                                     "summary": {"stop": stop}}
+        write_summary(results, args.out / "summary.md")
+        print("plot:", plot(results, args.out / "best_vs_evaluations.png"))
+        return
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     logging.getLogger("httpx2").setLevel(logging.WARNING)
     args.out.mkdir(parents=True, exist_ok=True)

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# The engine on a GPU machine, in one call under five minutes: bench/engine_h200.py (tuner vs LLM path on
-# softmax, recorded answers from the loopback LLM server), then `kernelsmith optimize --models` on a fresh
-# checkout of examples/tinyserve for the PR report of an LLM rewrite.
-#   DEST=/tmp/out BUDGET=10 bash bench/engine_h200.sh
+# The engine on a GPU machine, in one call under five minutes:
+#  1. `kernelsmith optimize --models` on a fresh checkout of examples/tinyserve, softmax, with recorded LLM
+#     answers (real rewrites and broken ones) served by the loopback LLM server: search, champion verification,
+#     repository test, PR report;
+#  2. bench/engine_h200.py: the tuner and the LLM path for the same number of evaluations, best speedup
+#     against evaluations spent, the LLM champion re-verified, a plot.
+#   DEST=/tmp/out BUDGET=6 bash bench/engine_h200.sh
 set -uo pipefail
-BUDGET=${BUDGET:-10}
+BUDGET=${BUDGET:-6}
 DEST=${DEST:-runs/engine-h200}
 cd "$(dirname "$0")/.."
 if [ -d .whl ]; then
@@ -15,17 +18,22 @@ export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 mkdir -p "$DEST"; DEST=$(realpath "$DEST")
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$DEST/device.txt"
 python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)' | tee -a "$DEST/device.txt"
-timeout ${BENCH_TIMEOUT:-170} python3 bench/engine_h200.py --out "$DEST/bench" --budget "$BUDGET" 2>&1 | tee "$DEST/bench.log" | grep -v "HTTP Request"
-# The same LLM path through the whole job: search, champion verification, repo test, report.
+
 work=$(mktemp -d)
 cp -r examples/tinyserve "$work/tinyserve"
 (cd "$work/tinyserve" && git init -q && git add -A && git -c user.name=ci -c user.email=ci@localhost commit -qm baseline) || exit 1
-python3 tests/llm_server/server.py --script tests/llm_server/scripts/softmax_h200.json --port-file "$work/port" &
+python3 tests/llm_server/server.py --script tests/llm_server/scripts/softmax_h200.json --port-file "$work/port" > /dev/null &
 server=$!
-sleep 1
+for _ in $(seq 50); do [ -s "$work/port" ] && break; sleep 0.1; done
 printf 'models:\n  - {name: recorded-local, provider: openai, model: recorded, base_url: "http://127.0.0.1:%s/v1", timeout_s: 30, backoff_s: 0.05}\n' "$(cat "$work/port")" > "$work/models.yaml"
-(cd "$work/tinyserve" && timeout ${OPTIMIZE_TIMEOUT:-100} python3 -m bot.cli optimize . --kernel softmax --backend triton \
-  --budget 6 --models "$work/models.yaml" --operators rewrite,diff --seed 1 --out "$DEST/optimize-llm" 2>&1 | grep -v '━' | tail -n 30)
+(cd "$work/tinyserve" && timeout ${OPTIMIZE_TIMEOUT:-115} python3 -m bot.cli optimize . --kernel softmax --backend triton \
+  --budget "$BUDGET" --models "$work/models.yaml" --operators rewrite,diff --preset kernel-smith --seed 1 \
+  --out "$DEST/optimize-llm" 2>&1 | grep -v '━' | tail -n 30)
 kill $server
+
+timeout ${BENCH_TIMEOUT:-150} python3 bench/engine_h200.py --out "$DEST/bench" --budget "$BUDGET" 2>&1 \
+  | grep -v "HTTP Request" > "$DEST/bench.log"
+tail -n 30 "$DEST/bench.log"
+python3 bench/engine_h200.py --out "$DEST/bench" --plot-only --optimize-run "$DEST/optimize-llm"
 rm -rf "$DEST/bench/bundle" "$DEST/optimize-llm/bundle"
-ls -R "$DEST" | head -50
+cat "$DEST/bench/summary.md"
