@@ -25,8 +25,8 @@ class LaunchTuner:
     """Evolves launch parameters at the launch sites the entry reaches: num_warps, num_stages and constexpr
     tile sizes of plain launches, and the configs and key of ``@triton.autotune`` kernels.
 
-    Autotune knobs are first tried one choice at a time (each config pinned, then each key), so that every
-    case gets a time for every config; then a small genetic search: mutate one or two knobs of a parent
+    Autotune knobs are first tried one choice at a time (each key, then each config pinned or subset), so
+    that every case gets a time for every config; then a small genetic search: mutate one or two knobs of a parent
     chosen by tournament among the elites, or recombine two elites knob by knob.
     """
 
@@ -39,7 +39,9 @@ class LaunchTuner:
         self.knobs: list[Knob] = find_knobs(baseline_source, entry)
         self.elites = elites
         self.crossover_rate = crossover_rate
-        self._sweep = [{k.key: i} for k in self.knobs if k.kind == "autotune" for i in range(1, len(k.choices))]
+        # the key choices first (few, and the likeliest win when the key misses a size), then each config
+        tuned = sorted((k for k in self.knobs if k.kind == "autotune"), key=lambda k: k.name != "key")
+        self._sweep = [{k.key: i} for k in tuned for i in range(1, len(k.choices))]
         self._lock = threading.Lock()
 
     def _mutate(self, genome: dict, rng: random.Random) -> dict:

@@ -147,7 +147,7 @@ def test_tuner_tries_each_autotune_choice_first():
     tuner = LaunchTuner(AUTOTUNED, entry="norm")
     archive = Archive()
     first = [tuner.propose(archive, random.Random(0)).genome for _ in range(3)]
-    assert first == [{"_norm@autotune.configs": 1}, {"_norm@autotune.configs": 2}, {"_norm@autotune.configs": 3}]
+    assert first == [{"_norm@autotune.key": 1}, {"_norm@autotune.configs": 1}, {"_norm@autotune.configs": 2}]
     assert tuner.describe({"_norm@autotune.key": 1}) == [
         "_norm (line 11): autotune key: ['N'] -> ['N', 'M'] (re-tune per value of M)"]
     del Candidate
