@@ -116,7 +116,7 @@ def main() -> int:
     ms = sorted(r["ms"] for r in results)
     acked = [r for r in results if r["status"] in (200, 202)]
     lost = [r["delivery"] for r in results if stored.get(r["delivery"]) not in ("done", "ignored")]
-    p99 = ms[min(len(ms) - 1, int(round(0.99 * len(ms))) - 1)]
+    p99 = ms[min(len(ms) - 1, round(0.99 * len(ms)) - 1)]
     summary = {
         "what": f"{args.deliveries} signed webhook deliveries paced over {args.seconds:g} s to kernelsmith serve "
                 "on 127.0.0.1 (uvicorn, SQLite, local dispatch)",

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import datetime as dt
 
-from bot.config import CONFIG_PATH, parse_config
 from bot.errors import UserError
 from bot.github.client import RepoClient
 from bot.jobs.models import now
@@ -58,6 +57,9 @@ def handle_comment(ctx: AppContext, payload: dict) -> str:
 
 
 def start_jobs(ctx: AppContext, gh: RepoClient, payload: dict, cmd: Command, reply) -> str:
+    # bot.config imports torch (through runners): only when a command needs it
+    from bot.config import CONFIG_PATH, parse_config
+
     s = ctx.settings
     repo_name, comment = payload["repository"]["full_name"], payload["comment"]
     backend = cmd.backend or s.default_backend
@@ -91,7 +93,7 @@ def start_jobs(ctx: AppContext, gh: RepoClient, payload: dict, cmd: Command, rep
                      "an hour. Try again later.")
     started = []
     for kernel in kernels:
-        job, new = ctx.store.create_job(
+        job, _ = ctx.store.create_job(
             source_key=f"comment:{comment['id']}:{kernel}", repo=repo_name,
             installation_id=(payload.get("installation") or {}).get("id"), trigger="comment", kernel=kernel,
             backend=backend, options={"budget": budget, "base_branch": base}, commit=sha,

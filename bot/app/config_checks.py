@@ -3,7 +3,6 @@ commit comment naming the line; a push to a kernelsmith branch by anyone else is
 finds a tip it did not push and stops force-pushing)."""
 from __future__ import annotations
 
-from bot.config import CONFIG_PATH, parse_config
 from bot.errors import UserError
 
 from . import rendering
@@ -12,6 +11,8 @@ from .permissions import is_bot
 
 
 def handle_push(ctx: AppContext, payload: dict) -> str:
+    from bot.config import CONFIG_PATH, parse_config
+
     repo = payload["repository"]
     ref, after = payload.get("ref", ""), payload.get("after", "")
     default = repo.get("default_branch") or repo.get("master_branch") or "main"

@@ -1,8 +1,8 @@
 """What every part of the service shares: settings, the job store, GitHub, git, and a way to wake the workers."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from bot.github.client import GitHubClient
 from bot.github.git_remote import GitRemote

@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bot.apply import branch_name
-from bot.config import CONFIG_PATH, Config, parse_config
 from bot.jobs.models import Job
 from bot.jobs.states import State
 
@@ -17,6 +17,9 @@ from . import rendering
 from .context import AppContext
 from .outcomes import classify
 from .status_comments import render
+
+if TYPE_CHECKING:
+    from bot.config import Config
 
 log = logging.getLogger("kernelsmith.publish")
 
@@ -45,6 +48,8 @@ class Publisher:
                                           reason=f"publishing failed: {refusal.message}; the report is kept")
 
     def _config(self, job: Job, checkout: Path, gh) -> Config:
+        from bot.config import CONFIG_PATH, parse_config
+
         path = checkout / CONFIG_PATH
         text = path.read_text() if path.is_file() else gh.file_text(CONFIG_PATH, job.commit)
         return parse_config(text or "", CONFIG_PATH)

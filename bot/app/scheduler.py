@@ -8,14 +8,17 @@ import logging
 import shlex
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from bot.config import CONFIG_PATH, Config, KernelConfig, parse_config
 from bot.errors import UserError
 from bot.github.git_remote import changed_files
 from bot.jobs.models import Repository, now
 from runners.extract import ExtractionError, local_imports
 
 from .context import AppContext
+
+if TYPE_CHECKING:
+    from bot.config import Config, KernelConfig
 
 log = logging.getLogger("kernelsmith.scheduler")
 INTERVALS = {"hourly": dt.timedelta(hours=1), "daily": dt.timedelta(days=1), "weekly": dt.timedelta(weeks=1)}
@@ -67,13 +70,15 @@ class Scanner:
         for repo in self.ctx.store.repositories():
             try:
                 outcomes[repo.full_name] = self.scan(repo, at or now())
-            except Exception as exc:  # one repository's trouble never stops the others
+            except Exception as exc:  # noqa: BLE001 (one repository's trouble never stops the others)
                 log.warning("scan of %s: %s", repo.full_name, exc)
                 outcomes[repo.full_name] = f"error: {exc}"
                 self.ctx.store.record_scan(repo.full_name, None, outcomes[repo.full_name])
         return outcomes
 
     def scan(self, repo: Repository, at: dt.datetime) -> str:
+        from bot.config import CONFIG_PATH, parse_config
+
         ctx = self.ctx
         token = ctx.github.token_for(repo.full_name, repo.installation_id)
         base, head = ctx.git.head_branch(repo.full_name, token)

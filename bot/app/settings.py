@@ -52,7 +52,7 @@ def _gpus(spec: str) -> tuple[list[int | None], str]:
         if shutil.which("nvidia-smi"):
             import subprocess
 
-            out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout
+            out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, check=False).stdout
             n = sum(1 for line in out.splitlines() if line.startswith("GPU "))
             spec = ",".join(map(str, range(n))) if n else "none"
     if spec in ("none", ""):

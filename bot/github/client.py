@@ -96,4 +96,4 @@ class GitHubClient:
         return RepoClient(gh, full_name)
 
 
-__all__ = ["GitHubClient", "RepoClient", "PullInfo", "GithubException"]
+__all__ = ["GitHubClient", "GithubException", "PullInfo", "RepoClient"]

@@ -43,7 +43,8 @@ class GitRemote:
         env.update(GIT_ASKPASS=str(self.askpass), GIT_TERMINAL_PROMPT="0", KS_GIT_TOKEN=token or "",
                    GIT_AUTHOR_NAME=BOT_NAME, GIT_AUTHOR_EMAIL=BOT_EMAIL, GIT_COMMITTER_NAME=BOT_NAME,
                    GIT_COMMITTER_EMAIL=BOT_EMAIL)
-        proc = subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+        proc = subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600,
+                              check=False)
         if proc.returncode != 0:
             msg = (proc.stderr or proc.stdout).strip()
             if token:
@@ -92,7 +93,8 @@ class GitRemote:
 
 
 def changed_files(checkout: Path, old: str, new: str) -> set[str]:
-    proc = subprocess.run(["git", "diff", "--name-only", old, new], cwd=checkout, capture_output=True, text=True)
+    proc = subprocess.run(["git", "diff", "--name-only", old, new], cwd=checkout, capture_output=True, text=True,
+                          check=False)
     if proc.returncode != 0:
         raise GitError(f"git diff failed: {proc.stderr.strip()[-300:]}")
     return set(proc.stdout.split())

@@ -4,7 +4,6 @@ workflow_dispatch) plugs in behind the same `Dispatch` protocol.
 """
 from __future__ import annotations
 
-import ctypes
 import json
 import logging
 import os
@@ -61,13 +60,6 @@ def make_dispatch(kind: str, **kwargs) -> Dispatch:
                         "kernelsmith-runner.yml to self-hosted runners labelled by backend)",
                         "Use KS_DISPATCH=local, the default.")
     raise UserError(f"unknown dispatch {kind!r}", "Use KS_DISPATCH=local.")
-
-
-def _die_with_parent() -> None:
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
 
 
 def worker_env(gpu: int | None) -> dict[str, str]:
@@ -175,15 +167,15 @@ class LocalDispatch:
         spec = {"pipeline": self.pipeline, "kernel": job.kernel, "options": job.options or {},
                 "target": str(prepared.target), "out": str(prepared.out), "backend": prepared.backend}
         r, w = os.pipe()
-        log_file = open(prepared.out.parent / "worker.log", "ab")
         try:
-            proc = subprocess.Popen([sys.executable, "-m", "bot.jobs.local_worker", "--fd", str(w)],
-                                    stdin=subprocess.PIPE, stdout=log_file, stderr=subprocess.STDOUT,
-                                    env=worker_env(gpu), pass_fds=(w,), start_new_session=True,
-                                    preexec_fn=_die_with_parent, cwd=str(prepared.out.parent))
+            with open(prepared.out.parent / "worker.log", "ab") as log_file:
+                proc = subprocess.Popen([sys.executable, "-m", "bot.jobs.local_worker", "--fd", str(w),
+                                         "--parent", str(os.getpid())],
+                                        stdin=subprocess.PIPE, stdout=log_file, stderr=subprocess.STDOUT,
+                                        env=worker_env(gpu), pass_fds=(w,), start_new_session=True,
+                                        cwd=str(prepared.out.parent))
         finally:
             os.close(w)
-            log_file.close()
         progress = JobProgress(self.store, job.id, on_change=lambda j: self._notify(j.id))
         outcome: dict = {}
         with os.fdopen(r, "r") as events:

@@ -7,8 +7,10 @@ event to the file descriptor given by ``--fd``; nothing else it prints is read.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import os
+import signal
 import sys
 import traceback
 
@@ -31,10 +33,22 @@ class PipeProgress:
         self._send(t="candidate", best=best, failures=failures)
 
 
+def die_with_parent(parent: int) -> None:
+    """The service may die (SIGKILL, a lost machine): this worker, and the sandbox it started, die with it."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:
+        return
+    if parent and os.getppid() != parent:  # the parent was gone before the signal was armed
+        os._exit(1)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--fd", type=int, required=True)
+    parser.add_argument("--parent", type=int, default=0)
     args = parser.parse_args()
+    die_with_parent(args.parent)
     spec = json.loads(sys.stdin.read())
     stream = os.fdopen(args.fd, "w")
     progress = PipeProgress(stream)
@@ -52,7 +66,7 @@ def main() -> int:
     except UserError as exc:
         progress._send(t="error", kind="user", message=str(exc))
         return 2
-    except Exception as exc:  # a bug or a crash in the pipeline: recorded on the job, never lost
+    except Exception as exc:  # noqa: BLE001 (a crash in the pipeline is recorded on the job, never lost)
         traceback.print_exc()
         progress._send(t="error", kind="crash", message=f"{type(exc).__name__}: {exc}")
         return 1

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from .models import Job
 from .states import State

@@ -16,13 +16,13 @@ from pathlib import Path
 import git
 import httpx
 import pytest
+from conftest import EXAMPLE, ROOT
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
-
-from bot.app.signature import sign
-from conftest import EXAMPLE, ROOT
 from github_stub import GitHubStub
 from github_stub.recordings import FIXTURES
+
+from bot.app.signature import sign
 
 REPO = "Codertocat/Hello-World"  # the repository of GitHub's example payloads
 INSTALLATION = 1
@@ -124,9 +124,10 @@ class Service:
         self.proc = None
 
     def start(self) -> Service:
-        self.proc = subprocess.Popen([sys.executable, "-m", "bot.cli", "serve", "--host", "127.0.0.1", "--port",
-                                      str(self.port)], env=self.env, stdout=open(self.log, "ab"),
-                                     stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True)
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen([sys.executable, "-m", "bot.cli", "serve", "--host", "127.0.0.1", "--port",
+                                          str(self.port)], env=self.env, stdout=log, stderr=subprocess.STDOUT,
+                                         cwd=ROOT, start_new_session=True)
         deadline = time.time() + 60
         while time.time() < deadline:
             try:

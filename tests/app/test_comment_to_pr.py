@@ -9,7 +9,6 @@ import httpx
 import yaml
 
 from . import browser
-
 from .conftest import MAINTAINER, REPO, command, job_state, wait_for
 
 BRANCH = "kernelsmith/rms_norm-interpret"

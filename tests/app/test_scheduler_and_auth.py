@@ -66,9 +66,8 @@ def test_installation_tokens_refresh_before_expiry(stub, app_key):
 
 
 def test_expired_app_jwt_is_refused(stub, app_key):
-    from github import Auth, GithubIntegration
-
     import jwt
+    from github import Auth, GithubIntegration
 
     def sign_expired(claims):  # the App's own key, but a JWT that ran out a minute ago
         return jwt.encode({**claims, "exp": claims["iat"] - 60}, app_key[0], algorithm="RS256")

@@ -85,7 +85,7 @@ def test_serve_starts_with_only_the_secret_the_app_id_and_the_key(tmp_path, app_
 
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
     proc = subprocess.run([sys.executable, "-m", "bot.cli", "serve"], env=env, capture_output=True, text=True,
-                          timeout=120, cwd=tmp_path)
+                          timeout=120, cwd=tmp_path, check=False)
     assert proc.returncode == 2
     message = " ".join(proc.stderr.split())
     assert "KS_WEBHOOK_SECRET" in message and "KS_APP_ID" in message and "KS_PRIVATE_KEY" in message

@@ -151,7 +151,7 @@ class GitHubStub:
 
     def _git(self, repo: str, *args: str) -> str | None:
         proc = subprocess.run(["git", "--git-dir", str(self.git_root / f"{repo}.git"), *args], capture_output=True,
-                              text=True)
+                              text=True, check=False)
         return proc.stdout if proc.returncode == 0 else None
 
     def _error(self, status: int, message: str | None = None, headers: dict | None = None):
