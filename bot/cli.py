@@ -104,7 +104,6 @@ def serve(host: str = typer.Option("0.0.0.0", help="Address to listen on."),
 
     Needs KS_WEBHOOK_SECRET, KS_APP_ID and KS_PRIVATE_KEY (or KS_PRIVATE_KEY_PATH); everything else has a
     default (SQLite in ./kernelsmith-data, local dispatch)."""
-    from .app.service import serve as run_service
     from .app.settings import from_env
 
     try:
@@ -112,6 +111,8 @@ def serve(host: str = typer.Option("0.0.0.0", help="Address to listen on."),
     except UserError as exc:
         console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
         raise typer.Exit(code=2) from None
+    from .app.service import serve as run_service
+
     run_service(settings, host, port)
 
 
