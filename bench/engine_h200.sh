@@ -10,7 +10,7 @@ set -uo pipefail
 BUDGET=${BUDGET:-6}
 DEST=${DEST:-runs/engine-h200}
 cd "$(dirname "$0")/.."
-if [ -d .whl ]; then
+if [ -d .whl ] && [ -z "${SKIP_WHEELS:-}" ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
   export PYTHONPATH=/tmp/site
 fi
@@ -26,12 +26,12 @@ python3 tests/llm_server/server.py --script tests/llm_server/scripts/softmax_h20
 server=$!
 for _ in $(seq 50); do [ -s "$work/port" ] && break; sleep 0.1; done
 printf 'models:\n  - {name: recorded-local, provider: openai, model: recorded, base_url: "http://127.0.0.1:%s/v1", timeout_s: 30, backoff_s: 0.05}\n' "$(cat "$work/port")" > "$work/models.yaml"
-(cd "$work/tinyserve" && timeout ${OPTIMIZE_TIMEOUT:-115} python3 -m bot.cli optimize . --kernel softmax --backend triton \
+(cd "$work/tinyserve" && timeout ${OPTIMIZE_TIMEOUT:-115} python3 -m bot.cli optimize . --kernel softmax --backend "${BACKEND:-triton}" \
   --budget "$BUDGET" --models "$work/models.yaml" --operators rewrite,diff --preset kernel-smith --seed 1 \
   --out "$DEST/optimize-llm" 2>&1 | grep -v '━' | tail -n 30)
 kill $server
 
-timeout ${BENCH_TIMEOUT:-150} python3 bench/engine_h200.py --out "$DEST/bench" --budget "$BUDGET" 2>&1 \
+timeout ${BENCH_TIMEOUT:-150} python3 bench/engine_h200.py --out "$DEST/bench" --budget "$BUDGET" --backend "${BACKEND:-triton}" 2>&1 \
   | grep -v "HTTP Request" > "$DEST/bench.log"
 tail -n 30 "$DEST/bench.log"
 python3 bench/engine_h200.py --out "$DEST/bench" --plot-only --optimize-run "$DEST/optimize-llm"
