@@ -17,6 +17,7 @@ import sys
 import time
 
 import pytest
+import yaml
 from conftest import CHEATS, ROOT, run_past_the_policy
 
 from runners.policy import check_source
@@ -177,30 +178,129 @@ def _alive(pid: int) -> bool:
 
 
 # ---- attacks that corrupt the judge or its oracle: a judge of their own, in a subprocess ------------------
+# On a copy of the bundle reduced to its first case, one trial per evaluation (enough for these attacks).
+# ``timed``: the workers run a CPU stand-in for the GPU timing path (host clock for CUDA events, direct calls
+# instead of graph replay) and the judge runs its whole timing protocol, window and reveals included, with
+# small numbers: timing attacks on the protocol show on the CPU. The stand-in changes only how a worker
+# measures; every judge step is the real one.
+_SHIM = r"""
+import runpy, sys, time
+import torch
+
+
+class _Event:
+    def __init__(self, enable_timing=False, **kwargs):
+        self.t = None
+
+    def record(self, stream=None):
+        self.t = time.perf_counter()
+
+    def synchronize(self):
+        pass
+
+    def elapsed_time(self, other):
+        return (other.t - self.t) * 1000.0
+
+
+torch.cuda.Event = _Event
+torch.cuda.synchronize = lambda *a, **k: None
+torch.cuda._sleep = lambda *a, **k: None
+torch.cuda.empty_cache = lambda: None
+import runners.timing as timing
+
+
+def _prepare(self):
+    for k, kwargs in enumerate(self.slots):
+        self.outputs[k] = self.fn(**kwargs)
+    self.graph, self.method = None, "host-clock"
+    return self.method
+
+
+timing.SlotTimer.prepare = _prepare
+timing.device_kernels = lambda fn: []
+sys.argv = ["runners.worker"]
+runpy.run_module("runners.worker", run_name="__main__", alter_sys=True)
+"""
+
 _JUDGE = r"""
 import json, os, sys
 os.environ.setdefault("TRITON_INTERPRET", "1")
 sys.path.insert(0, {root!r})
+from runners import backends
+from runners.backends.base import Backend
+from runners.judge import Protocol
 from runners.sandbox import Evaluator
-bundle, sources = sys.argv[1], json.loads(sys.argv[2])
+
+bundle, sources, timed = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3] == "timed"
+backend, protocol = "interpret", None
+if timed:
+    backend = "cpu-timed-stand-in"
+    backends.BACKENDS[backend] = Backend(name=backend, device="cpu", timed=True, warp_size=32,
+                                         env_set={{"TRITON_INTERPRET": "1"}})
+    protocol = Protocol(min_rounds=4, max_rounds=6, case_time_cap_s=0.5, sample_us=1.0, slot_us=1.0, max_slots=2,
+                        window_us=1.0, max_window_slots=3, window_rounds=2, corroboration_tolerance=0.5,
+                        reveal_slots=3, window_lead_cycles=0)
 results = []
-with Evaluator(bundle, "interpret", timeout=60, trials=2, spare=False) as ev:
+with Evaluator(bundle, backend, timeout=90, trials=1, spare=False, protocol=protocol) as ev:
+    if timed:
+        ev._peak = (1e12, 1 << 40)  # no bandwidth probe on the CPU: plausibility by the speedup bound only
     for source in sources:
-        r = ev.evaluate(source if source != "BASELINE" else ev.baseline, seed=5, time_it=False, trials=2,
+        r = ev.evaluate(source if source != "BASELINE" else ev.baseline, seed=5, time_it=timed, trials=1,
                         static_policy=False)
-        results.append({{"stage": r.stage, "ok": r.ok, "error": r.error or ""}})
+        results.append({{"stage": r.stage, "ok": r.ok, "timed": r.timed, "error": r.error or "",
+                         "speedups": [c.speedup for c in r.cases], "judge_ratios": [c.judge_ratio for c in r.cases]}})
 print("RESULTS " + json.dumps(results))
 """
 
 
-def _own_judge(bundle, tmp_path, sources: list[str]) -> list[dict]:
+def _own_judge(bundle, tmp_path, sources: list[str], timed: bool = False) -> list[dict]:
     copy = tmp_path / "bundle"
     shutil.copytree(bundle, copy)
-    proc = subprocess.run([sys.executable, "-c", _JUDGE.format(root=str(ROOT)), str(copy), json.dumps(sources)],
+    task = yaml.safe_load((copy / "task.yaml").read_text())
+    task["cases"] = task["cases"][:1]
+    if timed:
+        (tmp_path / "shim.py").write_text(_SHIM)
+        wrapper = tmp_path / "python"
+        wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{tmp_path / "shim.py"}" "$@"\n')
+        wrapper.chmod(0o755)
+        task["python"] = str(wrapper)
+    (copy / "task.yaml").write_text(yaml.safe_dump(task, sort_keys=False))
+    proc = subprocess.run([sys.executable, "-c", _JUDGE.format(root=str(ROOT)), str(copy), json.dumps(sources),
+                           "timed" if timed else "untimed"],
                           check=False, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULTS ")), None)
     assert line is not None, proc.stderr[-3000:]
     return json.loads(line[len("RESULTS "):])
+
+
+def test_forged_sample_times_are_not_corroborated(rms_bundle, tmp_path):
+    """Control for the timed stand-in: a worker that reports a quarter of its sample times (what scaling
+    `torch.cuda.Event.elapsed_time` does) is quarantined by the judge's own clock."""
+    [ev] = _own_judge(rms_bundle, tmp_path, [_source("forges_sample_times.py")], timed=True)
+    assert not ev["ok"] and ev["stage"] == "timing" and "not corroborated" in ev["error"], ev
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "runners/judge.py _corroborate sends the window's seed in an untimed `refill` and times only the "
+    "`window` request: the candidate's worker runs the whole pass inside refill and answers window at once "
+    "(judge_ratio ~0.02); the check is one-sided (claimed speedup <= judge's speedup), so any claim passes: "
+    "fake 2x, ok. Fix: send the seed with `window` and time fill + pass together (the oracle's fill cost "
+    "subtracted like its extra), and make the check two-sided (a judge's pass far SHORTER than the claimed "
+    "time, or pass_c clamped at 1e-3, is a refusal, not a licence)"))
+def test_the_timed_pass_cannot_be_precomputed(rms_bundle, tmp_path):
+    [ev] = _own_judge(rms_bundle, tmp_path, [_source("precomputes_on_refill.py")], timed=True)
+    assert not ev["ok"], ev
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "runners/judge.py _corroborate asks the oracle to reveal, then the candidate, and only then decodes both: "
+    "the candidate writes its own stale outputs over the oracle's revealed files (a sibling folder of the "
+    "same user), so wrong timed outputs compare equal; with an idle window: fake 2x, ok. Fix: decode the "
+    "oracle's reveal before asking the candidate, check it against the oracle's own commitments, and keep "
+    "the oracle's outbox out of the candidate's reach (another uid, or unlinked at once)"))
+def test_the_oracles_revealed_outputs_cannot_be_overwritten(rms_bundle, tmp_path):
+    [ev] = _own_judge(rms_bundle, tmp_path, [_source("overwrites_oracle_reveal.py")], timed=True)
+    assert not ev["ok"], ev
 
 
 @pytest.mark.xfail(strict=True, reason=(

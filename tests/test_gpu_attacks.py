@@ -1,0 +1,82 @@
+"""Attacks on the judge that only a GPU can show (timing, graph capture, the own-kernel share), through the
+real Evaluator at the configured (serving) sizes, past the static policy. Run on the H200 (see
+bench/gpu_checks.sh). Attacks that the judge lets through today are `xfail(strict=True)` with the mechanism;
+tests/test_judge_attacks.py shows the same two window attacks on the CPU with a timed stand-in."""
+import pytest
+import torch
+from conftest import CHEATS, EXAMPLE, run_past_the_policy
+
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (see bench/gpu_checks.sh)")]
+
+
+@pytest.fixture(scope="module")
+def gpu_attack_evaluator(tmp_path_factory):
+    from bot.config import load_config, task_spec
+    from runners.extract import build_bundle
+    from runners.sandbox import Evaluator
+
+    spec = task_spec("rms_norm", load_config(EXAMPLE).kernels["rms_norm"], "triton")
+    bundle = tmp_path_factory.mktemp("gpu-attack-bundle")
+    build_bundle(EXAMPLE, spec, bundle)
+    with Evaluator(bundle, "triton", timeout=300, trials=2) as evaluator:
+        yield evaluator
+
+
+def _evaluate(evaluator, cheat: str):
+    return run_past_the_policy(evaluator, (CHEATS / cheat).read_text(), time_it=True)
+
+
+def _summary(ev) -> tuple:
+    return ev.stage, ev.error, [(c.case, c.speedup, c.judge_ratio, c.own_kernel_share) for c in ev.cases]
+
+
+# cheat, stage, words in the error ("" : any)
+REFUSED = [
+    ("token_triton_kernel.py", "kernel", "own"),
+    ("skips_work_under_capture.py", "timing", ""),
+    ("content_keyed_cache.py", "timing", ""),
+    ("skips_graph_replays.py", "timing", ""),
+    ("lazy_token_kernel.py", "timing", ""),
+    ("forges_sample_times.py", "timing", "not corroborated"),
+]
+
+
+@pytest.mark.parametrize("cheat, stage, words", REFUSED, ids=[c[0] for c in REFUSED])
+def test_gpu_attack_is_refused(gpu_attack_evaluator, cheat, stage, words):
+    ev = _evaluate(gpu_attack_evaluator, cheat)
+    assert not ev.ok and ev.stage == stage and words in (ev.error or ""), _summary(ev)
+
+
+def test_the_honest_rewrite_still_passes_after_the_attacks(gpu_attack_evaluator):
+    """Patched graph replays, events or handlers stay in the candidates' own (dead) processes."""
+    ev = _evaluate(gpu_attack_evaluator, "honest_rewrite.py")
+    assert ev.ok and ev.timed, _summary(ev)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "the own-kernel share comes from Server.profile in the candidate's own process: a torch-only candidate "
+    "with a token Triton kernel replaces the `profile` handler (a local of Server.serve, reached through the "
+    "frames) and claims 100 %. Fix: profile from outside the candidate's process (CUPTI/nsys run by a "
+    "supervisor), or not at all for the verdict"))
+def test_a_forged_kernel_profile_is_refused(gpu_attack_evaluator):
+    ev = _evaluate(gpu_attack_evaluator, "forges_kernel_profile.py")
+    assert not ev.ok and ev.stage == "kernel", _summary(ev)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "runners/judge.py _corroborate: the window's seed arrives in an untimed `refill`; the candidate runs "
+    "its pass there and answers `window` at once; the one-sided check accepts any claim below the judge's "
+    "(huge) speedup: fake 2x at decode sizes, ok (shown on the CPU in tests/test_judge_attacks.py)"))
+def test_the_timed_pass_cannot_be_precomputed_on_the_gpu(gpu_attack_evaluator):
+    ev = _evaluate(gpu_attack_evaluator, "precomputes_on_refill.py")
+    assert not ev.ok, _summary(ev)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "runners/judge.py _corroborate decodes the oracle's revealed outputs only after the candidate's reveal; "
+    "the candidate overwrites the oracle's files (same user) with its stale outputs from an idle window: "
+    "fake 2x at decode sizes, ok (shown on the CPU in tests/test_judge_attacks.py)"))
+def test_the_oracles_revealed_outputs_cannot_be_overwritten_on_the_gpu(gpu_attack_evaluator):
+    ev = _evaluate(gpu_attack_evaluator, "overwrites_oracle_reveal.py")
+    assert not ev.ok, _summary(ev)
