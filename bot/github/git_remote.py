@@ -1,4 +1,5 @@
-"""git over the network for the App: clone at a commit, read a remote branch's tip, push with a lease.
+"""git over the network for the App (through GitPython): clone at a commit, read a remote branch's tip, push
+with a lease.
 
 The installation token reaches git through GIT_ASKPASS and an environment variable of the git process
 only: never in a URL, an argument list or a log line.
@@ -9,6 +10,8 @@ import os
 import stat
 import subprocess
 from pathlib import Path
+
+import git
 
 BOT_NAME = "kernelsmith[bot]"
 BOT_EMAIL = "kernelsmith[bot]@users.noreply.github.com"
@@ -43,14 +46,14 @@ class GitRemote:
         env.update(GIT_ASKPASS=str(self.askpass), GIT_TERMINAL_PROMPT="0", KS_GIT_TOKEN=token or "",
                    GIT_AUTHOR_NAME=BOT_NAME, GIT_AUTHOR_EMAIL=BOT_EMAIL, GIT_COMMITTER_NAME=BOT_NAME,
                    GIT_COMMITTER_EMAIL=BOT_EMAIL)
-        proc = subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600,
-                              check=False)
-        if proc.returncode != 0:
-            msg = (proc.stderr or proc.stdout).strip()
+        status, out, err = git.Git(cwd).execute(["git", *args], env=env, with_extended_output=True,
+                                                with_exceptions=False, kill_after_timeout=600)
+        if status != 0:
+            msg = (err or out).strip()
             if token:
                 msg = msg.replace(token, "***")
             raise GitError(f"git {args[0]} failed: {msg[-500:]}")
-        return proc.stdout
+        return out + ("\n" if out else "")
 
     def clone(self, repo: str, token: str | None, dest: Path, commit: str) -> Path:
         if not (dest / ".git").exists():

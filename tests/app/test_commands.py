@@ -19,7 +19,7 @@ def handled(svc, response):
 
 
 def test_replies_and_refusals(serve, stub, remote):
-    svc = serve(KS_MAX_BUDGET="50")
+    svc = serve(KS_MAX_BUDGET="50", KS_JOBS_PER_HOUR="0")
 
     def say(text, **kw):
         before = len(replies(stub))
@@ -50,6 +50,8 @@ def test_replies_and_refusals(serve, stub, remote):
     assert "`metax` backend is not available" in new[0]
     d, new, _ = say("/kernelsmith optimize rms_norm --backend nvidia")
     assert "no NVIDIA GPU" in new[0]
+    d, new, _ = say("/kernelsmith optimize rms_norm --backend interpret")
+    assert "the limit is 0 an hour" in new[0]  # the repository's rate limit
     d, new, _ = say("/kernelsmith status")
     assert f"jobs in {REPO}: none" in new[0]
     d, new, _ = say("/kernelsmith cancel")

@@ -73,6 +73,7 @@ def test_signature_size_replay_and_unknown_events(serve, stub):
         wait_for(lambda: store.pending_deliveries() == 0, what="the burst to be handled")
         states = [store.delivery(d).state for d, _, _ in acks]
         assert states.count("done") == 45 and states.count("ignored") == 15  # check_run is not handled
+        assert "Codertocat/Space" in [r.full_name for r in store.repositories()]  # installation_repositories
     finally:
         store.close()
 
