@@ -304,24 +304,15 @@ class Judge:
         for worker in (self.oracle, self.candidate):
             worker.request("release")
         result.window_ms = [round(w / 1000, 4) for w in walls_b + walls_c]
-        # What a pass costs beyond its kernels (the lead sleep, commitments, the round trip), from the trusted
-        # oracle: its wall time by the judge's clock minus its pass by its own events. The candidate's pass by
-        # the judge's clock is its shortest wall time minus that. The candidate's claimed speedup may not exceed
-        # the judge's speedup by more than the clock's noise.
-        extra = statistics.median(w - q for w, q in zip(walls_b, passes_b))
-        pass_b = min(passes_b)
-        pass_c = max(min(walls_c) - extra, 1e-3)
-        judge_speedup = pass_b / pass_c
-        result.judge_us = result.baseline_us / judge_speedup
+        verdict = corroborate(walls_b, passes_b, walls_c, result.baseline_us, result.candidate_us,
+                              p.corroboration_tolerance, p.clock_jitter_us)
+        result.judge_us = result.baseline_us / verdict.judge_speedup
         result.judge_ratio = result.judge_us / result.candidate_us if result.candidate_us else None
-        extras = [w - q for w, q in zip(walls_b, passes_b)]
-        jitter = max(extras) - min(extras) + p.clock_jitter_us  # how much the trusted side's extra moved
-        allowed = p.corroboration_tolerance + jitter / pass_b
-        claimed = result.baseline_us / result.candidate_us if result.candidate_us else float("inf")
-        if claimed > judge_speedup * (1 + allowed):
-            raise Refusal("timing", f"{case.id}: the candidate's claimed speedup {claimed:.3f}x is above what the "
-                                    f"judge's clock saw, {judge_speedup:.3f}x over {count} calls on fresh values "
-                                    f"(allowed {allowed:.1%} of noise): timing not corroborated, quarantined")
+        if not verdict.ok:
+            raise Refusal("timing", f"{case.id}: the candidate's claimed speedup {verdict.claimed:.3f}x is above what "
+                                    f"the judge's clock saw, {verdict.judge_speedup:.3f}x over {count} calls on fresh "
+                                    f"values (allowed {verdict.allowed:.0%} for the clock's resolution at this size): "
+                                    f"timing not corroborated, quarantined")
 
     def own_kernel_share(self, result: CaseResult) -> None:
         """Device time in the candidate's own Triton kernels, against the baseline's share (GPU only)."""
@@ -352,6 +343,39 @@ class Judge:
     def release(self) -> None:
         for worker in (self.oracle, self.candidate):
             worker.request("release")
+
+
+@dataclass
+class Corroboration:
+    claimed: float  # the candidate's claimed speedup (sample medians)
+    judge_speedup: float  # by the judge's clock
+    allowed: float  # how far the claim may exceed the judge's speedup
+    ok: bool
+
+
+def corroborate(walls_b: list[float], passes_b: list[float], walls_c: list[float], baseline_us: float,
+                candidate_us: float, tolerance: float, jitter_us: float) -> Corroboration:
+    """Hold the candidate's claimed speedup against the judge's clock.
+
+    ``walls_*`` are the judge's wall times of each side's passes (microseconds), ``passes_b`` the trusted
+    oracle's own device time of its passes. A pass's wall time carries an extra beyond its kernels (lead sleep,
+    commitments, the round trip), measured on the oracle; the candidate's pass by the judge's clock is its
+    shortest wall time minus that extra. The first round is a warm-up (first-use costs in a fresh process)
+    and is left out when there are three or more. The allowance is the tolerance plus what the judge cannot
+    resolve: the extra itself and how much it moved, relative to the oracle's pass. On the H200, passes at
+    decode sizes are a few milliseconds against a few milliseconds of extra, so the judge's clock there only
+    catches gross forgeries; at prefill sizes it resolves about 15-25 %.
+    """
+    if len(walls_b) >= 3:
+        walls_b, passes_b, walls_c = walls_b[1:], passes_b[1:], walls_c[1:]
+    extras = [w - q for w, q in zip(walls_b, passes_b)]
+    extra = statistics.median(extras)
+    pass_b = min(passes_b)
+    pass_c = max(min(walls_c) - extra, 1e-3)
+    judge_speedup = pass_b / pass_c
+    allowed = tolerance + (extra + max(extras) - min(extras) + jitter_us) / max(pass_b, 1e-3)
+    claimed = baseline_us / candidate_us if candidate_us else float("inf")
+    return Corroboration(claimed, judge_speedup, allowed, claimed <= judge_speedup * (1 + allowed))
 
 
 def _share(kernels: list, names: set | None) -> float | None:
