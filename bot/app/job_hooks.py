@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import shutil
 
-from bot.jobs.dispatch import Prepared
+from bot.jobs.dispatch import Prepared, RetryLater
 from bot.jobs.models import Job
 
 from .comment_commands import PIPELINE_BACKEND
 from .context import AppContext
+from .outcomes import classify
 from .publish import Publisher, checkout_dir
 from .status_comments import StatusReporter
 
@@ -19,8 +20,14 @@ class AppJobHooks:
         self.publisher = Publisher(ctx)
 
     def prepare(self, job: Job) -> Prepared:
-        token = self.ctx.github.token_for(job.repo, job.installation_id)
-        checkout = self.ctx.git.clone(job.repo, token, checkout_dir(self.ctx, job.id), job.commit)
+        try:
+            token = self.ctx.github.token_for(job.repo, job.installation_id)
+            checkout = self.ctx.git.clone(job.repo, token, checkout_dir(self.ctx, job.id), job.commit)
+        except Exception as exc:
+            refusal = classify(exc, job.attempts)
+            if refusal and refusal.retry_at:
+                raise RetryLater(refusal.message, refusal.retry_at) from exc
+            raise
         out = checkout.parent / "out"
         if out.exists():  # an earlier attempt, cut short by a restart
             shutil.rmtree(out)

@@ -30,6 +30,14 @@ WORKER_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "PYTHONPATH", "VIRTUAL
               "TRITON_CACHE_DIR")
 
 
+class RetryLater(Exception):
+    """Raised by `JobHooks.prepare` when the job cannot start yet (a rate limit): it is queued again."""
+
+    def __init__(self, message: str, at):
+        super().__init__(message)
+        self.at = at
+
+
 @dataclass
 class Prepared:
     target: Path
@@ -137,6 +145,11 @@ class LocalDispatch:
         except JobCancelled as exc:
             outcome = None
             self.store.transition(job.id, State.cancelled, reason=str(exc))
+        except RetryLater as exc:
+            self.store.transition(job.id, State.queued, next_attempt_at=exc.at, reason=f"waiting: {exc}",
+                                  attempts=max(job.attempts - 1, 0))
+            self._notify(job.id)
+            return
         except UserError as exc:
             outcome = None
             fail(self.store, job.id, str(exc))

@@ -88,3 +88,51 @@ def test_the_cli_run_is_a_job(example_repo, tmp_path):
     with pytest.raises(UserError):  # refused in preflight: nothing is written anywhere
         run_as_job(OptimizeOptions(target=example_repo, kernel="nope", out=tmp_path / "x"), tiny, NoProgress())
     assert not (tmp_path / "x").exists()
+
+
+class Hooks:
+    """The App's side of a job, reduced to what the dispatch needs: a checkout (the example repository) that
+    GitHub's rate limit holds back once, and a record of what the dispatch reported."""
+
+    def __init__(self, target, out):
+        self.target, self.out, self.refused, self.seen = target, out, False, []
+
+    def prepare(self, job):
+        from bot.jobs.dispatch import Prepared, RetryLater
+
+        if not self.refused:
+            self.refused = True
+            raise RetryLater("GitHub rate limit", dt.datetime(2000, 1, 1))
+        return Prepared(target=self.target, out=self.out, backend="interpret")
+
+    def progress(self, job):
+        self.seen.append((job.state, job.done_count))
+
+    def publish(self, job):
+        self.seen.append(("publish", job.id))
+        from bot.jobs.states import State
+
+        self.store.transition(job.id, State.done)
+
+    def finished(self, job):
+        self.seen.append(("finished", job.state))
+
+
+def test_local_dispatch_requeues_when_github_holds_it_back(store, example_repo, tmp_path, monkeypatch):
+    from conftest import ROOT
+
+    from bot.jobs.dispatch import LocalDispatch
+
+    monkeypatch.setenv("PYTHONPATH", f"{ROOT}:{ROOT / 'tests'}")  # where the worker finds app.pipelines
+    hooks = Hooks(example_repo, tmp_path / "job" / "out")
+    hooks.store = store
+    dispatch = LocalDispatch(store, hooks, "app.pipelines:tiny", slots=[None])
+    job = new(store, kernel="rms_norm", options={"budget": 2})
+    dispatch.run(store.claim_next(per_repo=1), None)
+    held = store.get(job.id)
+    assert held.state == "queued" and held.reason == "waiting: GitHub rate limit" and held.attempts == 0
+    dispatch.run(store.claim_next(per_repo=1), None)  # the retry time has passed
+    done = store.get(job.id)
+    assert done.state == "done" and done.verdict == "improved" and done.done_count == 2
+    assert ("publish", job.id) in hooks.seen and ("finished", "done") in hooks.seen
+    assert ("evolving", 2) in hooks.seen  # progress reached the hooks from the worker process
