@@ -62,9 +62,9 @@ def optimize(
                                                               "better best."),
 ) -> None:
     """Search for a faster version of one kernel, verify it, and write the pull-request report."""
+    from .jobs.cli_job import run_as_job
     from .optimize import OptimizeOptions
     from .optimize import optimize as run
-    from .jobs.cli_job import run_as_job
 
     opts = OptimizeOptions(target=target, kernel=kernel, out=out, budget=budget, backend=backend, apply=apply,
                            seed=seed, min_speedup=min_speedup, trials=trials, timeout=timeout, overwrite=overwrite,
