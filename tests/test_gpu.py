@@ -12,11 +12,12 @@ pytestmark = [pytest.mark.gpu,
 def gpu_evaluator(tmp_path_factory):
     from bot.config import load_config, task_spec
     from runners.extract import build_bundle
-    from runners.sandbox import Evaluator
+    from runners.sandbox import Evaluator, copy_reference
 
     spec = task_spec("rms_norm", load_config(EXAMPLE).kernels["rms_norm"], "triton")
     bundle = tmp_path_factory.mktemp("gpu-bundle")
     build_bundle(EXAMPLE, spec, bundle)
+    copy_reference(EXAMPLE, bundle, spec.reference)
     with Evaluator(bundle, "triton", timeout=300, trials=2) as evaluator:
         yield evaluator
 
