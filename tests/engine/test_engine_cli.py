@@ -84,11 +84,18 @@ def test_kernelbench_tasks_report_correctness_per_level(tmp_path):
 
 
 def test_bad_search_options_are_refused_before_any_work(example_repo, tmp_path):
-    proc = kernelsmith("optimize", example_repo, "--kernel", "softmax", "--operators", "rewrite", "--out", tmp_path / "a")
-    assert proc.returncode == 2 and "needs models" in proc.stderr and not (tmp_path / "a").exists()
-    proc = kernelsmith("optimize", example_repo, "--kernel", "softmax", "--preset", "fast", "--out", tmp_path / "b")
-    assert proc.returncode == 2 and "unknown preset" in proc.stderr
+    from typer.testing import CliRunner
+
+    from bot.cli import app
+
+    def run(*args):
+        return CliRunner().invoke(app, ["optimize", str(example_repo), "--kernel", "softmax", *map(str, args)])
+
+    result = run("--operators", "rewrite", "--out", tmp_path / "a")
+    assert result.exit_code == 2 and "needs models" in result.output and not (tmp_path / "a").exists()
+    result = run("--preset", "fast", "--out", tmp_path / "b")
+    assert result.exit_code == 2 and "unknown preset" in result.output
     bad = tmp_path / "models.yaml"
     bad.write_text("models:\n  - {name: x, provider: gemini, model: y}\n")
-    proc = kernelsmith("optimize", example_repo, "--kernel", "softmax", "--models", bad, "--out", tmp_path / "c")
-    assert proc.returncode == 2 and "provider must be anthropic or openai" in proc.stderr
+    result = run("--models", bad, "--out", tmp_path / "c")
+    assert result.exit_code == 2 and "provider must be anthropic or openai" in " ".join(result.output.split())
