@@ -122,7 +122,7 @@ class Judge:
         for p in Path(worker.outbox).iterdir():
             p.unlink(missing_ok=True)
 
-    def _oracle_call(self, metas: dict, tag: str, reference: bool = False):
+    def _oracle_call(self, metas: dict, tag: str, inputs: dict, reference: bool = False):
         reply = self.oracle.request("call", inputs=metas, tag=tag, written=self.spec.written, reference=reference)
         if not reply.get("ok"):
             raise Refusal("baseline", f"the baseline itself failed on these inputs: {reply.get('error')}\n"
@@ -130,6 +130,14 @@ class Judge:
         out = self._decode(self.oracle, reply["out"], 1 << 40)
         written = {n: self._decode(self.oracle, m, 1 << 40) for n, m in reply.get("written", {}).items()}
         self._clear_outbox(self.oracle)  # nothing of the oracle's stays on disk for the candidate to find
+        # The oracle says what it read and what it wrote; the files in between are checked against that, so a
+        # process that rewrites them on the way (the inputs before the oracle reads them, its outputs before
+        # the judge does) is caught.
+        if _commitment(out) != reply.get("out_sum"):
+            raise Refusal("baseline", "the oracle's outputs changed on their way to the judge (tampering)")
+        if any(_commitment(v) != reply.get("input_sums", {}).get(k) for k, v in inputs.items()
+               if isinstance(v, torch.Tensor)):
+            raise Refusal("baseline", "the inputs changed on their way to the oracle (tampering)")
         if not reference:
             self.autotune = reply.get("autotune") or {}
         return reply, out, written
@@ -163,7 +171,7 @@ class Judge:
         for trial in range(trials):
             inputs = make_inputs(self.spec.args, case, self.device, trial_seed(secret, trial, index), trial)
             metas = self.exchange.write_inputs(inputs)
-            ref_reply, ref, ref_written = self._oracle_call(metas, f"c{index}t{trial}")
+            ref_reply, ref, ref_written = self._oracle_call(metas, f"c{index}t{trial}", inputs)
             poison = 2 * _nbytes(ref) + (1 << 20)
             reply, out, written = self._candidate_call(metas, f"c{index}t{trial}", ref_reply, poison)
             self.exchange.clear()
@@ -239,9 +247,9 @@ class Judge:
             worker.request("release")
         self._corroborate(case, index, secret, result)
 
-    def _window(self, worker) -> tuple[float, dict]:
+    def _window(self, worker, seed: int) -> tuple[float, dict]:
         t0 = time.perf_counter()
-        reply = worker.request("window", lead_cycles=self.p.window_lead_cycles)
+        reply = worker.request("window", seed=seed, lead_cycles=self.p.window_lead_cycles)
         elapsed_us = (time.perf_counter() - t0) * 1e6
         if not reply.get("ok"):
             raise Refusal("timing", f"the timed window failed: {reply.get('error')}")
@@ -270,12 +278,11 @@ class Judge:
             pair = [(self.oracle, walls_b), (self.candidate, walls_c)]
             replies: dict = {}
             for worker, walls in (pair if round_ % 2 == 0 else pair[::-1]):
-                # Clocks up on other values, then this round's values, then the judge's clock runs.
+                # Clocks up on other values; this round's seed is sent only with the timed request, so no
+                # work on these values can happen before the judge's clock runs.
                 worker.request("refill", which="window", seed=seed ^ 0x5A5A)
                 worker.request("sample", which="window", replays=1)
-                if not worker.request("refill", which="window", seed=seed).get("ok"):
-                    raise Refusal("timing", "refilling the judge's window failed")
-                wall, replies[worker.role] = self._window(worker)
+                wall, replies[worker.role] = self._window(worker, seed)
                 walls.append(wall)
             passes_b.append(float(replies["oracle"].get("pass_us", 0.0)))
             commits = replies["candidate"].get("commitments")
@@ -283,13 +290,23 @@ class Judge:
                 raise Refusal("timing", "the judge's window ended without a commitment to every slot's outputs")
             g = torch.Generator().manual_seed(trial_seed(secret, 60_000 + round_, index))
             shown = sorted(torch.randperm(count, generator=g)[:reveal].tolist())
+            # The oracle's outputs are read, checked against its commitments and removed before the candidate
+            # is asked for anything: nothing the candidate writes can stand in for them.
             ref_outs = self.oracle.request("reveal", slots=shown, tag=f"w{index}r{round_}")
+            if not ref_outs.get("ok"):
+                raise Refusal("baseline", "the oracle's outputs of the judge's window could not be read back")
+            refs = {}
+            for k in shown:
+                refs[k] = self._decode(self.oracle, ref_outs["outs"][str(k)], 1 << 40)
+                if _commitment(refs[k]) != ref_outs["sums"][str(k)]:
+                    raise Refusal("baseline", "the oracle's outputs changed on their way to the judge (tampering)")
+            self._clear_outbox(self.oracle)
             got_outs = self.candidate.request("reveal", slots=shown, tag=f"w{index}r{round_}")
-            if not (ref_outs.get("ok") and got_outs.get("ok")):
+            if not got_outs.get("ok"):
                 raise Refusal("timing", "the outputs of the judge's window could not be read back")
             for k in shown:
                 ref_meta = ref_outs["outs"][str(k)]
-                ref = self._decode(self.oracle, ref_meta, 1 << 40)
+                ref = refs[k]
                 out = self._decode(self.candidate, got_outs["outs"].get(str(k)), _nbytes_meta(ref_meta))
                 if type(commits[k]) is not int or not matches(commits[k], _commitment(out)):
                     raise Refusal("timing", f"{case.id}: slot {k} of the judge's window: the outputs shown are not "

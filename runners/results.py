@@ -17,6 +17,7 @@ class Environment:
     python: str = ""
     peak_bandwidth_gbs: float | None = None  # measured device-to-device copy, bytes read + written
     warp_size: int | None = None
+    isolation: str = ""  # whether candidates ran as another user than the judge and the oracle
 
 
 @dataclass

@@ -23,11 +23,12 @@ import time
 from pathlib import Path
 
 from .backends import Backend, get_backend
+from .isolation import Isolation
 from .judge import Exchange, Judge, Protocol
 from .judge import evaluate as run_protocol
 from .policy import check_source
 from .results import Environment, Evaluation
-from .task import REFERENCE_DIR, baseline_source, read_task
+from .task import BASELINE_DIR, REFERENCE_DIR, baseline_source, read_task
 from .wire import Channel, PeerGone, PeerTimeout, WireError, shm_root
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -59,11 +60,26 @@ def _child_setup() -> None:
         _LIBC.prctl(_PR_SET_DUMPABLE, 0)
 
 
+def materialize(bundle: Path, module: str, dest: Path, package: str, source: str | None) -> str:
+    """Copy baseline/ under a top-level ``package`` in ``dest`` (the kernel module replaced by ``source``);
+    returns the dotted name of the kernel module there."""
+    root = dest / package
+    if root.exists():
+        shutil.rmtree(root)
+    shutil.copytree(bundle / BASELINE_DIR, root)
+    if source is not None:
+        (root / module).write_text(source)
+    for d in [root, *[p for p in root.rglob("*") if p.is_dir()]]:
+        (d / "__init__.py").touch()
+    return ".".join([package, *Path(module).with_suffix("").parts])
+
+
 class WorkerProcess:
     """One spawned ``python -m runners.worker`` and its two pipes."""
 
-    def __init__(self, backend: Backend, root: Path, role: str, python: str | None = None):
+    def __init__(self, backend: Backend, root: Path, role: str, python: str | None = None, uid: int | None = None):
         self.role = role
+        self.uid = uid  # None: the judge's own user
         self.dir = Path(tempfile.mkdtemp(prefix=f"{role}-", dir=root))
         self.outbox = self.dir / "out"
         self.workdir = self.dir / "work"
@@ -74,11 +90,17 @@ class WorkerProcess:
         rep_r, rep_w = os.pipe()
         env = scrubbed_env(backend)
         env.update(KS_REQ_FD=str(req_r), KS_REP_FD=str(rep_w))
+        if uid is not None:  # its own home and caches, in its own folder
+            env.update(HOME=str(self.workdir), TRITON_CACHE_DIR=str(self.workdir / ".triton"),
+                       XDG_CACHE_HOME=str(self.workdir / ".cache"))
+        Isolation.hand_over(self.dir, uid)
+        self.seq = 0
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
                 [python or sys.executable, "-m", "runners.worker"], stdin=subprocess.DEVNULL, stdout=log,
                 stderr=subprocess.STDOUT, env=env, pass_fds=(req_r, rep_w), start_new_session=True,
-                cwd=self.workdir, preexec_fn=_child_setup)  # noqa: PLW1509 - two prctl calls, no locks
+                cwd=self.workdir, preexec_fn=_child_setup,  # noqa: PLW1509 - two prctl calls, no locks
+                **Isolation.popen_args(uid))
         os.close(req_r)
         os.close(rep_w)
         self.channel = Channel(rep_r, req_w)
@@ -91,13 +113,18 @@ class WorkerProcess:
         return self.ready_info
 
     def request(self, op: str, **fields) -> dict:
-        """Send one request and wait for its reply until the evaluation's deadline."""
+        """Send one request and wait for its reply until the evaluation's deadline. Every reply must echo the
+        request's sequence number: a reply slipped into the pipe out of turn is a protocol error."""
         left = None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
+        self.seq += 1
         try:
-            self.channel.send({"op": op, **fields})
+            self.channel.send({"op": op, "seq": self.seq, **fields})
         except (BrokenPipeError, OSError):
             raise PeerGone() from None
-        return self.channel.recv(left)
+        reply = self.channel.recv(left)
+        if reply.get("seq") != self.seq:
+            raise WireError(f"reply out of turn (sequence {reply.get('seq')!r}, expected {self.seq})")
+        return reply
 
     def output_tail(self, lines: int = 20) -> str:
         try:
@@ -116,6 +143,19 @@ class WorkerProcess:
             except ProcessLookupError:
                 pass
         self.proc.wait()
+        Isolation.kill_leftovers(self.uid)  # children that left the process group
+
+    def exit_description(self) -> str:
+        try:
+            code = self.proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            return "still running"
+        if code < 0:
+            try:
+                return f"killed by {signal.Signals(-code).name}"
+            except ValueError:
+                return f"killed by signal {-code}"
+        return f"exit code {code}"
 
     def close(self) -> None:
         if self.alive():
@@ -144,6 +184,14 @@ class Evaluator:
         self.root = Path(tempfile.mkdtemp(prefix="ks-judge-", dir=shm_root()))
         self.exchange = Exchange(self.root / "exchange")
         self.exchange.root.mkdir()
+        import torch
+
+        self.isolation = Isolation.choose([PROJECT_ROOT / "runners" / "worker.py", Path(torch.__file__),
+                                           Path(self.spec.python or sys.executable).resolve(), *map(Path, self.spec.import_paths)])
+        self._isolation_checked = False
+        if self.isolation.active:  # the candidates' users may enter the root and read the exchange, nothing else
+            os.chmod(self.root, 0o711)
+            os.chmod(self.exchange.root, 0o755)
         self._use_spare = spare
         self._spare: WorkerProcess | None = None
         self._oracle: WorkerProcess | None = None
@@ -151,24 +199,32 @@ class Evaluator:
         self._peak: tuple[float, int] | None = None
         self._device_info: dict = {}
         self.started = 0  # candidate workers started (for the throughput benchmark)
+        if _LIBC is not None:  # the judge too: a worker of the same user may not open its pipes through /proc
+            _LIBC.prctl(_PR_SET_DUMPABLE, 0)
         if spare:  # both start importing torch now, in parallel, before the first evaluation needs them
             self._oracle = self._spawn("oracle")
             self._spare = self._spawn("candidate")
 
     # ---- workers ----------------------------------------------------------------------------------------
     def _spawn(self, role: str) -> WorkerProcess:
+        uid = None
         if role == "candidate":
             self.started += 1
-        return WorkerProcess(self.backend, self.root, role, self.spec.python)
+            uid = self.isolation.next_uid()
+        return WorkerProcess(self.backend, self.root, role, self.spec.python, uid)
 
     def _load(self, worker: WorkerProcess, package: str, source: str | None, reference: bool = False) -> dict:
+        """The judge writes the module (and the baseline's helpers) into the worker's folder; the worker only
+        imports it. A candidate's worker is never told where the bundle is."""
         worker.wait_ready(START_TIMEOUT)
+        module_name = materialize(self.bundle, self.spec.module, worker.workdir, package, source)
+        Isolation.hand_over(worker.workdir, worker.uid)
         return worker.request(
             "load", device=self.backend.device, exchange=str(self.exchange.root), outbox=str(worker.outbox),
-            workdir=str(worker.workdir), import_paths=self.spec.import_paths, package=package,
-            bundle=str(self.bundle), module=self.spec.module, entry=self.spec.entry, source=source,
-            interpret=not self.backend.timed, reference=self.spec.reference if reference else None,
-            compile=self.backend.timed)
+            workdir=str(worker.workdir), import_paths=self.spec.import_paths, module_name=module_name,
+            entry=self.spec.entry, interpret=not self.backend.timed,
+            reference=self.spec.reference if reference else None,
+            reference_root=str(self.bundle / REFERENCE_DIR) if reference else None, compile=self.backend.timed)
 
     def _oracle_worker(self) -> WorkerProcess:
         if self._oracle is not None and self._oracle.alive() and self._oracle_info.get("ok"):
@@ -199,14 +255,38 @@ class Evaluator:
 
     def _take_candidate(self) -> WorkerProcess:
         worker = self._spare if (self._spare and self._spare.alive()) else self._spawn("candidate")
+        if self.isolation.active and not self._isolation_checked:
+            worker = self._check_isolation(worker)
         self._spare = self._spawn("candidate") if self._use_spare else None
         return worker
+
+    def _check_isolation(self, worker: WorkerProcess) -> WorkerProcess:
+        """Once, before any candidate code runs: a worker under the candidates' user must start, reach the
+        device and write its folder. If it cannot (device files closed to other users, say), candidates run
+        as the judge's user and the report says why."""
+        self._isolation_checked = True
+        try:
+            worker.deadline = time.monotonic() + START_TIMEOUT
+            worker.wait_ready(START_TIMEOUT)
+            reply = worker.request("probe", device=self.backend.device, outbox=str(worker.outbox))
+            if reply.get("ok") and (worker.outbox / "probe").is_file():
+                return worker
+            problem = str(reply.get("error", "no probe file"))
+        except (PeerTimeout, PeerGone, WireError) as exc:
+            problem = f"{type(exc).__name__}: {worker.output_tail(3)}"
+        worker.close()
+        if self._spare is not None and self._spare is not worker:
+            self._spare.close()
+            self._spare = None
+        self.isolation = Isolation(None, f"a worker as uid {worker.uid} could not run: {problem[:200]}")
+        return self._spawn("candidate")
 
     def _environment(self) -> Environment:
         info = (self._oracle.ready_info if self._oracle else None) or {}
         env = Environment(backend=self.backend.name, device="cpu (Triton interpreter)",
                           torch=info.get("torch", ""), triton=info.get("triton", ""),
-                          python=sys.version.split()[0], warp_size=self.backend.warp_size)
+                          python=sys.version.split()[0], warp_size=self.backend.warp_size,
+                          isolation=self.isolation.describe)
         if self.backend.timed:
             env.device = self._device_info.get("device", "")
             env.cuda = self._device_info.get("cuda")
@@ -255,10 +335,15 @@ class Evaluator:
         except PeerTimeout:
             ev = Evaluation(stage="timeout", error=f"killed after {self.timeout:.0f} s (hard timeout)", cases=ev.cases)
             self._restart_oracle_if_busy()
-        except (PeerGone, WireError, OSError) as exc:
-            ev = Evaluation(stage="crashed", cases=ev.cases,
-                            error=f"the candidate's worker broke the protocol or died ({type(exc).__name__}: {exc}); "
-                                  f"exit code {candidate.proc.poll()}; last output:\n{candidate.output_tail()}")
+        except (PeerGone, WireError, OSError, KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+            # A reply that is not what the protocol says (missing fields, wrong types) is the worker's fault;
+            # the judge never crashes on it. If the oracle died instead, say so.
+            who = "oracle" if not oracle.alive() else "candidate"
+            if who == "oracle":
+                self._restart_oracle_if_busy()
+            ev = Evaluation(stage="crashed" if who == "candidate" else "baseline", cases=ev.cases,
+                            error=f"the {who}'s worker broke the protocol or died ({type(exc).__name__}: {exc}); "
+                                  f"{candidate.exit_description()}; last output:\n{candidate.output_tail()}")
         finally:
             candidate.kill()  # no goodbye: a candidate's process is not asked, it is ended
             candidate.close()

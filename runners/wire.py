@@ -102,6 +102,7 @@ def write_tensor(folder: Path, name: str, tensor: torch.Tensor) -> dict:
     path = Path(folder) / name
     raw = flat.view(torch.uint8) if flat.numel() else torch.empty(0, dtype=torch.uint8)
     raw.numpy().tofile(path)
+    os.chmod(path, 0o644)  # the judge writes, every worker reads; nobody else writes
     return {"kind": "tensor", "file": str(path), "dtype": DTYPE_NAMES[t.dtype], "shape": list(t.shape),
             "strides": strides, "nbytes": int(raw.numel())}
 

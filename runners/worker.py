@@ -13,7 +13,6 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
-import shutil
 import sys
 import traceback
 from pathlib import Path
@@ -24,11 +23,14 @@ import triton
 from . import launches
 from .inputs import SlotBank, strided
 from .task import ArgSpec, Case
-from .timing import SlotTimer, copy_bandwidth_gbs, device_kernels, host_overhead_us
+from .timing import (
+    SlotTimer,
+    commitments,
+    copy_bandwidth_gbs,
+    device_kernels,
+    host_overhead_us,
+)
 from .wire import DTYPES, Channel, decode_value, encode_value, read_tensor
-
-BASELINE_DIR = "baseline"
-REFERENCE_DIR = "reference"
 
 
 def short_traceback(exc: BaseException, limit: int = 14) -> str:
@@ -39,18 +41,6 @@ def short_traceback(exc: BaseException, limit: int = 14) -> str:
 def is_compile_error(exc: BaseException) -> bool:
     # Triton raises CompilationError on a GPU; the interpreter wraps the same mistakes in InterpreterError.
     return any("Compil" in cls.__name__ or cls.__name__ == "InterpreterError" for cls in type(exc).__mro__)
-
-
-def materialize(bundle: Path, module: str, dest: Path, package: str, source: str | None) -> str:
-    """Copy baseline/ under a top-level ``package`` (the kernel module replaced by ``source``); returns the
-    dotted name of the kernel module there."""
-    root = dest / package
-    shutil.copytree(bundle / BASELINE_DIR, root)
-    if source is not None:
-        (root / module).write_text(source)
-    for d in [root, *[p for p in root.rglob("*") if p.is_dir()]]:
-        (d / "__init__.py").touch()
-    return ".".join([package, *Path(module).with_suffix("").parts])
 
 
 class Server:
@@ -73,8 +63,8 @@ class Server:
         for path in reversed(req.get("import_paths") or []):
             sys.path.insert(0, path)
         sys.path.insert(0, str(workdir))
-        self.package = req["package"]
-        name = materialize(Path(req["bundle"]), req["module"], workdir, self.package, req.get("source"))
+        name = req["module_name"]
+        self.package = name.split(".")[0]
         if self.device == "cuda":
             torch.cuda.init()
         launches.install()
@@ -88,13 +78,14 @@ class Server:
             launches.pin_first_config(self.module)
         info = {"ok": True, "autotuned": {k: launches.config_names(t) for k, t in launches.autotuners(self.module).items()}}
         if req.get("reference"):
-            info["reference"] = self._load_reference(Path(req["bundle"]), req["reference"], req.get("compile", False))
+            info["reference"] = self._load_reference(Path(req["reference_root"]), req["reference"],
+                                                     req.get("compile", False))
         return info
 
-    def _load_reference(self, bundle: Path, ref: str, compile_it: bool) -> dict:
+    def _load_reference(self, root: Path, ref: str, compile_it: bool) -> dict:
         file, func = ref.split(":")
         try:
-            path = bundle / REFERENCE_DIR / file
+            path = root / file
             spec = importlib.util.spec_from_file_location("ks_reference", path)
             mod = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(mod)
@@ -140,6 +131,7 @@ class Server:
                    if isinstance(kwargs.get(n), torch.Tensor)}
         modified = [n for n, t in before.items() if n not in req.get("written", []) and not torch.equal(t, kwargs[n])]
         reply = {"ok": True, "out": encode_value(self.outbox, f"{tag}-out", out), "written": written,
+                 "out_sum": commitments([out])[0], "input_sums": {k: commitments([v])[0] for k, v in before.items()},
                  "modified": modified, "launched": sorted({f"{m}:{k}" for m, k in launched}), "pinned": pinned}
         if self.module is not None:
             reply["autotune"] = launches.autotune_state(self.module)
@@ -183,13 +175,16 @@ class Server:
         return {"ok": True}
 
     def window(self, req: dict) -> dict:
-        pass_us, sums = self._timer({"which": "window"}).window(int(req.get("lead_cycles", 0)))
+        timer = self._timer({"which": "window"})
+        timer.bank.fill(int(req["seed"]))  # the values are only known now, inside the judge's clock
+        pass_us, sums = timer.window(int(req.get("lead_cycles", 0)))
         return {"ok": True, "pass_us": pass_us, "commitments": sums}
 
     def reveal(self, req: dict) -> dict:
         timer = self._timer({"which": "window"})
         return {"ok": True, "outs": {str(k): encode_value(self.outbox, f"{req['tag']}-slot{k}", timer.outputs[k])
-                                     for k in req["slots"]}}
+                                     for k in req["slots"]},
+                "sums": {str(k): commitments([timer.outputs[k]])[0] for k in req["slots"]}}
 
     def host_overhead(self, req: dict) -> dict:
         timer = self._timer(req)
@@ -198,6 +193,15 @@ class Server:
     def profile(self, req: dict) -> dict:
         timer = self._timer(req)
         return {"ok": True, "kernels": device_kernels(lambda: timer.fn(**timer.slots[0]))}
+
+    def probe(self, req: dict) -> dict:
+        """Before any candidate code: can this worker use the device and write its outbox?"""
+        if req["device"] == "cuda":
+            torch.cuda.init()
+            torch.zeros(1, device="cuda").add_(1)
+            torch.cuda.synchronize()
+        (Path(req["outbox"]) / "probe").write_text("ok")
+        return {"ok": True}
 
     def bandwidth(self, req: dict) -> dict:
         return {"ok": True, "gbs": copy_bandwidth_gbs(),
@@ -218,6 +222,7 @@ class Server:
         handlers = {"load": self.load, "call": self.call, "prepare_timing": self.prepare_timing,
                     "sample": self.sample, "refill": self.refill, "window": self.window, "reveal": self.reveal,
                     "host_overhead": self.host_overhead, "profile": self.profile, "bandwidth": self.bandwidth,
+                    "probe": self.probe,
                     "release": self.release}
         self.channel.send({"ok": True, "ready": True, "torch": torch.__version__, "triton": triton.__version__})
         while True:
@@ -233,10 +238,17 @@ class Server:
             except Exception as exc:  # noqa: BLE001 - reported to the judge, which decides
                 reply = {"ok": False, "stage": "compile" if is_compile_error(exc) else "harness",
                          "error": f"{type(exc).__name__}: {exc}", "traceback": short_traceback(exc)}
+            reply["seq"] = req.get("seq")
             self.channel.send(reply)
 
 
 def main() -> None:
+    # Not dumpable (reset by execve, so set here): no other process of this user reads or writes this one's
+    # memory through /proc. For the oracle this keeps the reference outputs out of a candidate's reach.
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None).prctl(4, 0)  # PR_SET_DUMPABLE
     read_fd, write_fd = int(os.environ.pop("KS_REQ_FD")), int(os.environ.pop("KS_REP_FD"))
     assert DTYPES  # the wire format is imported before any kernel code runs
     Server(Channel(read_fd, write_fd)).serve()

@@ -35,7 +35,7 @@ REFUSED = [
     ("alias_patch_tolerances.py", "correctness", "out of tolerance", "policy"),
     ("alias_patch_result_writer.py", "correctness", "out of tolerance", "policy"),
     ("torch_library_abs.py", "correctness", "NaN in", "correctness"),  # the policy lets it through
-    ("forged_reply_path_traversal.py", "crashed", "outside the exchange folder", "policy"),
+    ("forged_reply_path_traversal.py", "crashed", "broke the protocol", "policy"),  # out of turn, or outside the folder
     ("fp16_accumulation.py", "correctness", "out of tolerance", "correctness"),
     ("fixed_eps.py", "correctness", "trial 1", "correctness"),
 ]
@@ -237,9 +237,9 @@ if timed:
     backend = "cpu-timed-stand-in"
     backends.BACKENDS[backend] = Backend(name=backend, device="cpu", timed=True, warp_size=32,
                                          env_set={{"TRITON_INTERPRET": "1"}})
-    protocol = Protocol(min_rounds=4, max_rounds=6, case_time_cap_s=0.5, sample_us=1.0, slot_us=1.0, max_slots=2,
-                        window_us=1.0, max_window_slots=3, window_rounds=2, corroboration_tolerance=0.5,
-                        reveal_slots=3, window_lead_cycles=0)
+    protocol = Protocol(min_rounds=4, max_rounds=4, case_time_cap_s=0.2, sample_us=1.0, slot_us=1.0, max_slots=2,
+                        window_us=1.0, max_window_slots=2, window_rounds=1, corroboration_tolerance=0.5,
+                        reveal_slots=2, window_lead_cycles=0)
 results = []
 with Evaluator(bundle, backend, timeout=90, trials=1, spare=False, protocol=protocol) as ev:
     if timed:
@@ -273,10 +273,21 @@ def _own_judge(bundle, tmp_path, sources: list[str], timed: bool = False) -> lis
     return json.loads(line[len("RESULTS "):])
 
 
-def test_forged_sample_times_are_not_corroborated(rms_bundle, tmp_path):
+_TIMED = ["forges_sample_times.py", "precomputes_on_refill.py", "overwrites_oracle_reveal.py"]
+
+
+@pytest.fixture(scope="module")
+def timed_attacks(rms_bundle, tmp_path_factory) -> dict:
+    """The timing attacks, one after the other, against one judge running its timing protocol on the stand-in
+    (they patch only their own worker, which dies after each evaluation)."""
+    results = _own_judge(rms_bundle, tmp_path_factory.mktemp("timed"), [_source(c) for c in _TIMED], timed=True)
+    return dict(zip(_TIMED, results))
+
+
+def test_forged_sample_times_are_not_corroborated(timed_attacks):
     """Control for the timed stand-in: a worker that reports a quarter of its sample times (what scaling
     `torch.cuda.Event.elapsed_time` does) is quarantined by the judge's own clock."""
-    [ev] = _own_judge(rms_bundle, tmp_path, [_source("forges_sample_times.py")], timed=True)
+    ev = timed_attacks["forges_sample_times.py"]
     assert not ev["ok"] and ev["stage"] == "timing" and "not corroborated" in ev["error"], ev
 
 
@@ -287,8 +298,8 @@ def test_forged_sample_times_are_not_corroborated(rms_bundle, tmp_path):
     "fake 2x, ok. Fix: send the seed with `window` and time fill + pass together (the oracle's fill cost "
     "subtracted like its extra), and make the check two-sided (a judge's pass far SHORTER than the claimed "
     "time, or pass_c clamped at 1e-3, is a refusal, not a licence)"))
-def test_the_timed_pass_cannot_be_precomputed(rms_bundle, tmp_path):
-    [ev] = _own_judge(rms_bundle, tmp_path, [_source("precomputes_on_refill.py")], timed=True)
+def test_the_timed_pass_cannot_be_precomputed(timed_attacks):
+    ev = timed_attacks["precomputes_on_refill.py"]
     assert not ev["ok"], ev
 
 
@@ -298,8 +309,8 @@ def test_the_timed_pass_cannot_be_precomputed(rms_bundle, tmp_path):
     "same user), so wrong timed outputs compare equal; with an idle window: fake 2x, ok. Fix: decode the "
     "oracle's reveal before asking the candidate, check it against the oracle's own commitments, and keep "
     "the oracle's outbox out of the candidate's reach (another uid, or unlinked at once)"))
-def test_the_oracles_revealed_outputs_cannot_be_overwritten(rms_bundle, tmp_path):
-    [ev] = _own_judge(rms_bundle, tmp_path, [_source("overwrites_oracle_reveal.py")], timed=True)
+def test_the_oracles_revealed_outputs_cannot_be_overwritten(timed_attacks):
+    ev = timed_attacks["overwrites_oracle_reveal.py"]
     assert not ev["ok"], ev
 
 

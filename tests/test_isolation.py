@@ -1,0 +1,48 @@
+"""Candidates as another user: the mechanism, on this machine (tests run as root here, as in CI)."""
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from runners.isolation import Isolation
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="only root can run a process as another user")
+
+
+def test_an_unreadable_interpreter_keeps_candidates_as_the_judges_user(tmp_path):
+    secret = tmp_path / "private"
+    secret.mkdir(mode=0o700)
+    (secret / "python").write_text("")
+    iso = Isolation.choose([secret / "python"])
+    assert not iso.active and "cannot be read by other users" in iso.reason and "own user" in iso.describe
+
+
+def test_two_free_users_taken_in_turn_and_their_leftovers_killed(tmp_path):
+    iso = Isolation.choose([Path("/usr/bin/env")])
+    assert iso.active and iso.uid != iso.other
+    first, second = iso.next_uid(), iso.next_uid()
+    assert first != second and iso.next_uid() == first  # the spare never shares the candidate's user
+    folder = tmp_path / "cand"
+    (folder / "work").mkdir(parents=True)
+    Isolation.hand_over(folder, first)
+    assert (folder / "work").stat().st_uid == first
+    # a process of that user that left its group (what an escaped child looks like) is found and killed
+    proc = subprocess.Popen(["sleep", "60"], start_new_session=True, **Isolation.popen_args(first))
+    try:
+        time.sleep(0.2)
+        assert Isolation.kill_leftovers(first) >= 1
+        assert proc.wait(timeout=10) == -9
+    finally:
+        proc.kill()
+
+
+def test_another_user_cannot_write_the_judges_files(tmp_path):
+    iso = Isolation.choose([Path("/usr/bin/env")])
+    target = tmp_path / "judge-file"
+    target.write_text("judge")
+    os.chmod(tmp_path, 0o755)
+    result = subprocess.run(["sh", "-c", f"echo forged > {target}"], capture_output=True, text=True,
+                            **Isolation.popen_args(iso.uid))
+    assert result.returncode != 0 and target.read_text() == "judge"
