@@ -90,7 +90,8 @@ class Isolation:
     @property
     def describe(self) -> str:
         if self.active:
-            return f"candidates ran as users {min(self.uid, self.other)}/{max(self.uid, self.other)}, apart from the judge and the oracle"
+            low, high = sorted((self.uid, self.other))
+            return f"candidates ran as users {low}/{high}, apart from the judge and the oracle"
         return f"candidates ran as the judge's own user ({self.reason})"
 
     @staticmethod

@@ -186,8 +186,9 @@ class Evaluator:
         self.exchange.root.mkdir()
         import torch
 
-        self.isolation = Isolation.choose([PROJECT_ROOT / "runners" / "worker.py", Path(torch.__file__),
-                                           Path(self.spec.python or sys.executable).resolve(), *map(Path, self.spec.import_paths)])
+        needed = [PROJECT_ROOT / "runners" / "worker.py", Path(torch.__file__),
+                  Path(self.spec.python or sys.executable).resolve(), *map(Path, self.spec.import_paths)]
+        self.isolation = Isolation.choose(needed)
         self._isolation_checked = False
         if self.isolation.active:  # the candidates' users may enter the root and read the exchange, nothing else
             os.chmod(self.root, 0o711)
