@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import contextlib
+import importlib
 import logging
+import sys
 
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
@@ -44,6 +46,9 @@ def create_app(settings: Settings, workers: bool = True) -> FastAPI:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
+        # The config parser imports torch (through runners): seconds of CPU that must not land while webhooks
+        # are being acknowledged, so it is loaded before the service accepts connections.
+        importlib.import_module("bot.config")
         recovered = ctx.store.recover(settings.max_attempts)
         for job in recovered:
             log.warning("job %d after restart: %s (%s)", job.id, job.state, job.reason)
@@ -72,4 +77,7 @@ def serve(settings: Settings, host: str, port: int) -> None:
     import uvicorn
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    # The inbox, the dispatch and the scheduler are threads of this process: a shorter GIL switch interval
+    # keeps webhook acknowledgements prompt while they work.
+    sys.setswitchinterval(0.001)
     uvicorn.run(create_app(settings), host=host, port=port, log_level="info", access_log=False)

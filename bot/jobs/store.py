@@ -8,7 +8,7 @@ import datetime as dt
 import threading
 from pathlib import Path
 
-from sqlalchemy import create_engine, event, func, insert, select
+from sqlalchemy import create_engine, event, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -191,15 +191,16 @@ class JobStore:
 
     def next_delivery(self) -> Delivery | None:
         with self.session() as s:
-            t = now()
-            q = (select(Delivery).where(Delivery.state == "pending").order_by(Delivery.received_at, Delivery.id))
-            return next((d for d in s.scalars(q) if not d.next_attempt_at or d.next_attempt_at <= t), None)
+            due = or_(Delivery.next_attempt_at.is_(None), Delivery.next_attempt_at <= now())
+            q = (select(Delivery).where(Delivery.state == "pending", due)
+                 .order_by(Delivery.received_at, Delivery.id).limit(1))
+            return s.scalars(q).first()
 
     def finish_delivery(self, delivery_id: str, state: str, outcome: str, retry_at: dt.datetime | None = None):
-        with self._lock, self.session() as s:
-            d = s.get(Delivery, delivery_id)
-            d.state, d.outcome, d.attempts, d.next_attempt_at = state, outcome, d.attempts + 1, retry_at
-            s.commit()
+        stmt = (update(Delivery).where(Delivery.id == delivery_id)
+                .values(state=state, outcome=outcome, attempts=Delivery.attempts + 1, next_attempt_at=retry_at))
+        with self._lock, self.engine.begin() as conn:
+            conn.execute(stmt)
 
     def pending_deliveries(self) -> int:
         with self.session() as s:
