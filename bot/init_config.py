@@ -15,7 +15,7 @@ import yaml
 
 from runners.extract import import_root
 
-from .scan import RepoIndex, ScanRow, scan
+from .scan import RepoIndex, ScanRow, scan, closeness
 
 SYMBOLS = ("T", "H", "I", "N", "K", "D", "E", "M", "P", "Q", "R", "S")
 FLOATS = ("float16", "bfloat16", "float32")
@@ -36,16 +36,8 @@ class Proposal:
 
 
 def _best_test(row: ScanRow, root: Path | None = None) -> str:
-    """The test closest to the entry: one that names the entry or its module, then one named after its file."""
-    stem = Path(row.entry_file or row.file).stem
-    module = Path(row.entry_file or row.file).with_suffix("").name
-
-    def score(test: str) -> tuple:
-        text = (Path(root) / test).read_text(errors="replace") if root and (Path(root) / test).is_file() else ""
-        return (row.entry_name not in text, f".{module}" not in text and f"/{module}" not in text,
-                stem not in Path(test).stem, Path(test).name == "conftest.py", len(Path(test).parts), test)
-
-    return min(row.tests, key=score)
+    """The test closest to the entry (see ``scan.closeness``)."""
+    return min(row.tests, key=lambda t: closeness(row, t, root))
 
 
 def _signature(index: RepoIndex, rel: str, entry: str) -> list[tuple[str, object, bool]]:

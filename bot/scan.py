@@ -247,6 +247,15 @@ def _entry_for(index: RepoIndex, launch: Launch) -> tuple[str | None, str]:
     return owner, f"the launcher {owner} is private and no public function of its file calls it"
 
 
+def closeness(row: ScanRow, test: str, root: Path | None) -> tuple:
+    """Closest first: a test that names the entry, then its module, then one named after its file."""
+    source = Path(row.entry_file or row.file)
+    text = (Path(root) / test).read_text(errors="replace") if root and (Path(root) / test).is_file() else ""
+    return (bool(row.entry_name) and row.entry_name not in text,
+            f".{source.stem}" not in text and f"/{source.stem}" not in text, source.stem not in Path(test).stem,
+            Path(test).name == "conftest.py", len(Path(test).parts), test)
+
+
 def scan(root: Path, configured: dict[str, tuple[str, str]] | None = None,
          index: RepoIndex | None = None) -> list[ScanRow]:
     """One row per kernel. ``configured`` maps config names to (path, entry) to mark what is set up."""
@@ -272,7 +281,8 @@ def scan(root: Path, configured: dict[str, tuple[str, str]] | None = None,
             entry, why = _entry_for(index, launch)
             if entry:
                 row.entry = f"{launch.owner[0]}:{entry}"
-                row.tests = index.tests_reaching((launch.owner[0], entry))
+                row.tests = sorted(index.tests_reaching((launch.owner[0], entry)),
+                                   key=lambda t: closeness(row, t, index.root))
                 row.configured = by_entry.get((launch.owner[0], entry)) or by_symbol.get(entry)
                 if not row.tests:
                     row.missing.append(f"no test reaches {entry}")
