@@ -217,7 +217,9 @@ class Autotuned:
 
 
 def _scalar_params(fn: ast.FunctionDef, constexprs: set[str]) -> list[str]:
-    params = [a.arg for a in fn.args.args]
+    """Run-time scalar parameters: not an address, not a tuned meta-parameter, not a ``tl.constexpr``
+    (those follow other arguments, like ``BLOCK_N = next_power_of_2(N)``)."""
+    params = [a.arg for a in fn.args.args if not (a.annotation is not None and "constexpr" in ast.dump(a.annotation))]
     pointers = set()
     for node in ast.walk(fn):
         if isinstance(node, ast.Call) and getattr(node.func, "attr", "") in ("load", "store", "atomic_add") \
