@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# kernelsmith on a real repository as it is: a git checkout carried to the GPU machine (REPO, holding its
+# .github/kernelsmith.yml), optimised kernel by kernel from its own tests and the captured calls, after the
+# example's autotuned LayerNorm. Each run folder is packed (without bundles and champion copies) into
+# $PACK/<kernel>.tar.gz as soon as it ends, so that a run cut short still returns what finished.
+#   REPO=.ext/Liger-Kernel KERNELS="swiglu_forward geglu_forward liger_dyt_fwd" PACK=$OUT bash bench/real_repo_gpu.sh
+# PARALLEL=1 runs every kernel at the same time on the one GPU (their timings then share it).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+KS=$PWD
+REPO=$(realpath "${REPO:?a checkout of the target repository}")
+KERNELS=${KERNELS:?kernel names from the target config}
+BUDGET=${BUDGET:-5}
+LN_BUDGET=${LN_BUDGET:-6}
+PER_KERNEL=${PER_KERNEL:-110}
+BACKEND=${BACKEND:-triton}
+PY=${PY:-python3}
+DEST=$(mktemp -d)
+PACK=$(realpath -m "${PACK:-runs/real-repo}")
+mkdir -p "$PACK"
+if [ -d .whl ] && [ "$BACKEND" = triton ]; then  # wheels carried to a machine without a package index
+  $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+  export PYTHONPATH=/tmp/site
+fi
+export PYTHONPATH=$KS${PYTHONPATH:+:$PYTHONPATH}
+{
+  date -u
+  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null
+  $PY -c 'import sys, torch, triton; print("python", sys.version.split()[0], "torch", torch.__version__, "triton", triton.__version__)'
+  $PY -c 'import transformers; print("transformers", transformers.__version__)' 2>&1 | tail -1
+  git -C "$REPO" log --format='target %H %s' -2
+} > "$PACK/environment.txt" 2>&1
+
+optimize() {  # optimize <checkout> <kernel> <budget>
+  local t0=$SECONDS
+  (cd "$1" && timeout "$PER_KERNEL" $PY -m bot.cli optimize . --kernel "$2" --backend "$BACKEND" --budget "$3" \
+    --out "$DEST/$2" --overwrite > "$DEST/$2.console.txt" 2>&1)
+  echo "$2: exit $? after $((SECONDS - t0)) s" >> "$PACK/timings.txt"
+  mkdir -p "$DEST/$2"
+  tr '\r' '\n' < "$DEST/$2.console.txt" | grep -v '━' > "$DEST/$2/console.txt"
+  [ -f "$DEST/$2/candidates.jsonl" ] && $PY bench/autotune_findings.py "$DEST/$2" > "$DEST/$2/autotune-findings.json" 2>&1
+  tar czf "$PACK/$2.tar.gz" --exclude=bundle --exclude=champion -C "$DEST" "$2"
+}
+
+ex=$(mktemp -d)
+cp -r examples/tinyserve "$ex/tinyserve"
+(cd "$ex/tinyserve" && git init -q -b main && git add -A && git -c user.name=ci -c user.email=ci@localhost commit -qm baseline)
+if [ -n "${PARALLEL:-}" ]; then optimize "$ex/tinyserve" layer_norm "$LN_BUDGET" & else optimize "$ex/tinyserve" layer_norm "$LN_BUDGET"; fi
+
+work=$(mktemp -d)
+cp -r "$REPO" "$work/repo"  # with its .git: kernelsmith works through worktrees of it
+for k in $KERNELS; do
+  if [ -n "${PARALLEL:-}" ]; then optimize "$work/repo" "$k" "$BUDGET" & else optimize "$work/repo" "$k" "$BUDGET"; fi
+done
+wait
+cat "$PACK/timings.txt"
