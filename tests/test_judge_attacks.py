@@ -57,10 +57,10 @@ def test_attack_is_refused(rms_evaluator, cheat, stage, words, policy_stage, sta
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "workers are dumpable: runners/sandbox.py _child_setup sets PR_SET_DUMPABLE=0 in preexec_fn, before "
-    "execve, and execve resets it to 1; any worker (of any evaluator of the same user) can read and write "
-    "the oracle's memory through /proc/<pid>/mem. Fix: call prctl(PR_SET_DUMPABLE, 0) in runners/worker.py "
-    "main(), after exec and before any kernel code is imported"))
+    "[root fallback] candidates run as the judge's own user when runners/isolation.py cannot give them another uid (here: the interpreter under /root/.pyenv is not readable by others, so the judge, the oracle and the candidate all run as root; PR_SET_DUMPABLE=0 does not stop root: CAP_SYS_PTRACE). "
+    "A root candidate reads (and could write) the oracle's memory through /proc/<pid>/mem. Fix: never run "
+    "candidates as root: fail closed, or make isolation possible (a world-readable interpreter), or drop "
+    "every capability and setuid to nobody in the worker before any candidate code"))
 def test_reaching_for_the_oracle_finds_nothing(rms_evaluator):
     """`sys.modules`, `gc`, the other workers' outboxes and `/proc/<worker>/mem`: nothing of the oracle, so the
     cheat's zeros are compared with the oracle's answer."""
@@ -80,11 +80,8 @@ def test_the_evaluator_still_works_after_a_segfault(rms_evaluator, crashed):
     assert again.ok, again.error
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "runners/sandbox.py evaluate() reads candidate.proc.poll() right after PeerGone, before the dead worker "
-    "is reaped (a race: often 'exit code None') and never names the signal. Fix: candidate.proc.wait(timeout=2) first, "
-    "name the signal (-11: SIGSEGV)"))
 def test_a_crash_names_the_signal(crashed):
+    """(Was a hole: the exit code was read before the worker was reaped, 'exit code None'.)"""
     assert "SIGSEGV" in crashed.error, crashed.error
 
 
@@ -108,13 +105,8 @@ def test_a_memory_bomb_meets_a_limit(bomb):
     assert "UNBOUNDED" not in bomb.error, bomb.error
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "runners/judge.py _candidate_call indexes the reply (reply['out'], tensor_layouts(meta['dtype'])) and "
-    "time_case/_corroborate do float(reply['us']), int(sums[k]), outs.get(...): a reply that is JSON but not "
-    "the expected shape raises KeyError/TypeError/ValueError/AttributeError out of Evaluator.evaluate, "
-    "which catches only PeerGone, WireError, OSError. Fix: validate every reply field (a small schema per "
-    "op) and turn any violation into WireError"))
 def test_a_malformed_reply_is_a_protocol_error_not_a_judge_crash(rms_evaluator):
+    """(Was a hole: a reply without `out` raised KeyError out of Evaluator.evaluate.)"""
     ev = run_past_the_policy(rms_evaluator, _source("malformed_reply.py"))
     assert ev.stage == "crashed" and "broke the protocol" in ev.error, ev.error
 
@@ -151,10 +143,10 @@ def test_a_kernel_that_is_right_only_inside_the_judge_is_refused(rms_evaluator):
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "the candidate's worker is killed by process group (runners/sandbox.py WorkerProcess.kill: os.killpg); "
-    "a child started with start_new_session=True (or setsid) is in another group and has no parent-death "
-    "signal: it outlives the evaluation. Fix: a PID namespace (unshare --pid --fork), a cgroup killed at the "
-    "end, or a supervisor that is PR_SET_CHILD_SUBREAPER and kills every descendant"))
+    "[root fallback] candidates run as the judge's own user when runners/isolation.py cannot give them another uid (here: the interpreter under /root/.pyenv is not readable by others, so the judge, the oracle and the candidate all run as root; PR_SET_DUMPABLE=0 does not stop root: CAP_SYS_PTRACE). "
+    "A child started with start_new_session=True leaves the worker's process group and has no parent-death "
+    "signal; Isolation.kill_leftovers kills by uid only when isolation is active. Fix: a PID namespace or a "
+    "cgroup per worker, or a PR_SET_CHILD_SUBREAPER supervisor that kills every descendant, in both modes"))
 def test_no_process_outlives_the_evaluation(rms_evaluator, tmp_path):
     pid_file = tmp_path / "escaped.pid"
     source = _source("escapes_the_process_group.py").replace("@PID_FILE@", str(pid_file))
@@ -291,58 +283,49 @@ def test_forged_sample_times_are_not_corroborated(timed_attacks):
     assert not ev["ok"] and ev["stage"] == "timing" and "not corroborated" in ev["error"], ev
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "runners/judge.py _corroborate sends the window's seed in an untimed `refill` and times only the "
-    "`window` request: the candidate's worker runs the whole pass inside refill and answers window at once "
-    "(judge_ratio ~0.02); the check is one-sided (claimed speedup <= judge's speedup), so any claim passes: "
-    "fake 2x, ok. Fix: send the seed with `window` and time fill + pass together (the oracle's fill cost "
-    "subtracted like its extra), and make the check two-sided (a judge's pass far SHORTER than the claimed "
-    "time, or pass_c clamped at 1e-3, is a refusal, not a licence)"))
 def test_the_timed_pass_cannot_be_precomputed(timed_attacks):
+    """(Was a hole: the window's seed came in an untimed `refill`; the whole pass ran there, fake 2x, ok.)
+    The seed now comes with the timed request: the pass done early is on other values, and wrong."""
     ev = timed_attacks["precomputes_on_refill.py"]
     assert not ev["ok"], ev
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "runners/judge.py _corroborate asks the oracle to reveal, then the candidate, and only then decodes both: "
-    "the candidate writes its own stale outputs over the oracle's revealed files (a sibling folder of the "
-    "same user), so wrong timed outputs compare equal; with an idle window: fake 2x, ok. Fix: decode the "
-    "oracle's reveal before asking the candidate, check it against the oracle's own commitments, and keep "
-    "the oracle's outbox out of the candidate's reach (another uid, or unlinked at once)"))
 def test_the_oracles_revealed_outputs_cannot_be_overwritten(timed_attacks):
+    """(Was a hole: the oracle's revealed files were decoded after the candidate's reveal, which overwrote
+    them with its stale outputs, fake 2x, ok.) The oracle's outputs are now read and checked first."""
     ev = timed_attacks["overwrites_oracle_reveal.py"]
     assert not ev["ok"], ev
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "the judge is dumpable and of the same user as its workers: a candidate opens /proc/<judge>/mem for "
-    "writing and overwrites the doubles 0.001/0.004 (the float16 tolerances) with 1e30; a copy kernel then "
-    "passes. Fix: prctl(PR_SET_DUMPABLE, 0) in the judge (Evaluator.__init__: kernelsmith's process; it also "
-    "closes /proc/<judge>/fd), better: workers under another uid or in their own user+PID namespace"))
+    "[root fallback] candidates run as the judge's own user when runners/isolation.py cannot give them another uid (here: the interpreter under /root/.pyenv is not readable by others, so the judge, the oracle and the candidate all run as root; PR_SET_DUMPABLE=0 does not stop root: CAP_SYS_PTRACE). "
+    "The candidate writes the judge's memory through /proc/<judge>/mem (the doubles 0.001/0.004, the float16 "
+    "tolerances, become 1e30) and a copy kernel passes. Fix: as for the oracle: no root candidates"))
 def test_the_judges_memory_is_out_of_reach(rms_bundle, tmp_path):
     [ev] = _own_judge(rms_bundle, tmp_path, [_source("writes_judge_memory.py")])
     assert not ev["ok"] and ev["stage"] == "correctness", ev
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "the judge's pipes are reachable through /proc/<judge>/fd (the judge is dumpable): a candidate writes a "
-    "well-formed reply into the oracle's reply pipe, and from then on the judge reads every oracle reply one "
-    "request late, in every later evaluation: the baseline itself is refused as 'out of tolerance'. Fix: "
-    "judge not dumpable; a sequence number in every request, echoed in the reply and checked by the judge "
-    "(a mismatch restarts the oracle and is blamed on the candidate)"))
+    "[root fallback] candidates run as the judge's own user when runners/isolation.py cannot give them another uid (here: the interpreter under /root/.pyenv is not readable by others, so the judge, the oracle and the candidate all run as root; PR_SET_DUMPABLE=0 does not stop root: CAP_SYS_PTRACE). "
+    "A root candidate opens the oracle's reply pipe through /proc/<judge>/fd and slips a reply in. The "
+    "sequence number catches it, but runners/sandbox.py evaluate() blames the candidate ('the candidate's "
+    "worker broke the protocol') and keeps the desynchronised oracle: every later evaluation, the baseline "
+    "included, ends 'crashed: reply out of turn (sequence n, expected n+1)'. Fix: any WireError/PeerGone/"
+    "PeerTimeout on the oracle's channel closes and restarts the oracle (and says it was the oracle's); "
+    "and no root candidates"))
 def test_the_oracle_pipe_cannot_be_poisoned_for_later_evaluations(rms_bundle, tmp_path):
     poisoned, after = _own_judge(rms_bundle, tmp_path, [_source("poisons_the_oracle_pipe.py"), "BASELINE"])
     assert after["ok"], (poisoned, after)
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "the oracle is (re)started from bundle/baseline, which the candidate can write (same user; the path is "
-    "in the load request, reachable from the module's frames): the candidate overwrites the baseline with "
-    "itself and kills the oracle (same user: kill works); the next oracle runs the candidate's wrong code "
-    "and the next evaluation of it is ok. Fix: the judge keeps the baseline files itself (read at "
-    "Evaluator.__init__, sent to the oracle in the load request, or their hash checked before each oracle "
-    "start); also, an oracle that dies during an evaluation is reported as such, not as the candidate's "
-    "'worker broke the protocol'"))
+    "[root fallback] candidates run as the judge's own user when runners/isolation.py cannot give them another uid (here: the interpreter under /root/.pyenv is not readable by others, so the judge, the oracle and the candidate all run as root; PR_SET_DUMPABLE=0 does not stop root: CAP_SYS_PTRACE). "
+    "The candidate finds the bundle's path in the oracle's memory (its load request names <bundle>/reference), "
+    "writes itself over bundle/baseline and kills the oracle; the next oracle is materialised from the "
+    "rewritten bundle and the copy kernel's next evaluation is ok. Fix: the judge reads the baseline files "
+    "once (Evaluator.__init__) and materialises the oracle from that copy (or checks their hash before each "
+    "oracle start); and no root candidates"))
 def test_the_bundle_cannot_be_rewritten_by_a_candidate(rms_bundle, tmp_path):
     first, second = _own_judge(rms_bundle, tmp_path, [_source("tampers_with_the_bundle.py")] * 2)
     assert not second["ok"] and second["stage"] == "correctness", (first, second)

@@ -1,0 +1,32 @@
+"""Autotuned kernels: both sides run the oracle's configs unless the candidate changes the config list."""
+import pytest
+
+from conftest import EXAMPLE
+
+
+@pytest.fixture(scope="module")
+def layer_norm_evaluator(tmp_path_factory):
+    from bot.config import load_config, task_spec
+    from runners.extract import build_bundle
+    from runners.sandbox import Evaluator, copy_reference
+
+    spec = task_spec("layer_norm", load_config(EXAMPLE).kernels["layer_norm"], "interpret")
+    bundle = tmp_path_factory.mktemp("layer-norm")
+    build_bundle(EXAMPLE, spec, bundle)
+    copy_reference(EXAMPLE, bundle, spec.reference)
+    with Evaluator(bundle, "interpret", timeout=120, trials=1) as evaluator:
+        yield evaluator
+
+
+def test_a_copy_of_an_autotuned_kernel_runs_the_oracles_configs(layer_norm_evaluator):
+    ev = layer_norm_evaluator.evaluate(layer_norm_evaluator.baseline + "\n# a copy\n", seed=1)
+    assert ev.ok, ev.error
+    assert all(c.autotune == {"_layer_norm_kernel": "pinned"} for c in ev.cases)
+
+
+def test_a_changed_config_list_autotunes_its_own(layer_norm_evaluator):
+    source = layer_norm_evaluator.baseline.replace("for rows in (1, 4, 16)", "for rows in (2, 4, 16)")
+    assert source != layer_norm_evaluator.baseline
+    ev = layer_norm_evaluator.evaluate(source, seed=2)
+    assert ev.ok, ev.error
+    assert all(c.autotune == {"_layer_norm_kernel": "own configs"} for c in ev.cases)
