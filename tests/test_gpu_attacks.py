@@ -64,19 +64,25 @@ def test_a_forged_kernel_profile_is_refused(gpu_attack_evaluator):
     assert not ev.ok and ev.stage == "kernel", _summary(ev)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "runners/judge.py _corroborate: the window's seed arrives in an untimed `refill`; the candidate runs "
-    "its pass there and answers `window` at once; the one-sided check accepts any claim below the judge's "
-    "(huge) speedup: fake 2x at decode sizes, ok (shown on the CPU in tests/test_judge_attacks.py)"))
 def test_the_timed_pass_cannot_be_precomputed_on_the_gpu(gpu_attack_evaluator):
+    """(A hole until the window's seed came with the timed request; see tests/test_judge_attacks.py.)"""
     ev = _evaluate(gpu_attack_evaluator, "precomputes_on_refill.py")
-    assert not ev.ok, _summary(ev)
+    assert not ev.ok and ev.stage == "timing", _summary(ev)
+
+
+def test_the_oracles_revealed_outputs_cannot_be_overwritten_on_the_gpu(gpu_attack_evaluator):
+    """(A hole until the oracle's revealed outputs were read before the candidate's reveal.)"""
+    ev = _evaluate(gpu_attack_evaluator, "overwrites_oracle_reveal.py")
+    assert not ev.ok and ev.stage == "timing", _summary(ev)
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "runners/judge.py _corroborate decodes the oracle's revealed outputs only after the candidate's reveal; "
-    "the candidate overwrites the oracle's files (same user) with its stale outputs from an idle window: "
-    "fake 2x at decode sizes, ok (shown on the CPU in tests/test_judge_attacks.py)"))
-def test_the_oracles_revealed_outputs_cannot_be_overwritten_on_the_gpu(gpu_attack_evaluator):
-    ev = _evaluate(gpu_attack_evaluator, "overwrites_oracle_reveal.py")
-    assert not ev.ok, _summary(ev)
+    "runners/judge.py corroborate(): allowed = tolerance + (extra + spread + jitter) / pass_b, and at decode "
+    "sizes the window's fixed extra (lead sleep, commitments, round trip) is about as long as the oracle's "
+    "pass (the function's own docstring: 'only catches gross forgeries'), so a claim of up to ~2x the "
+    "judge's speedup passes: a worker that reports 60 % of its sample times at decode sizes gets a fake "
+    "1.67x, ok. Fix: a pass long against the extra at every size (more distinct slots, or several passes per timed request), the "
+    "extra's spread only in the allowance, and the reported speedup min(claimed, judge's)"))
+def test_forged_samples_at_decode_sizes_are_not_corroborated(gpu_attack_evaluator):
+    ev = _evaluate(gpu_attack_evaluator, "forges_samples_at_decode.py")
+    assert not ev.ok and ev.stage == "timing", _summary(ev)

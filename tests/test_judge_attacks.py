@@ -23,6 +23,12 @@ from conftest import CHEATS, ROOT, run_past_the_policy
 from runners.policy import check_source
 
 
+_ROOT_FALLBACK = (
+    "[root fallback] candidates run as the judge's own user when runners/isolation.py cannot give them another "
+    "uid (here: the interpreter under /root/.pyenv is not readable by others, so the judge, the oracle and the "
+    "candidate all run as root; PR_SET_DUMPABLE=0 does not stop root: CAP_SYS_PTRACE). ")
+
+
 def _source(name: str) -> str:
     return (CHEATS / name).read_text()
 
@@ -57,7 +63,7 @@ def test_attack_is_refused(rms_evaluator, cheat, stage, words, policy_stage, sta
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "[root fallback] candidates run as the judge's own user when runners/isolation.py cannot give them another uid (here: the interpreter under /root/.pyenv is not readable by others, so the judge, the oracle and the candidate all run as root; PR_SET_DUMPABLE=0 does not stop root: CAP_SYS_PTRACE). "
+    _ROOT_FALLBACK +
     "A root candidate reads (and could write) the oracle's memory through /proc/<pid>/mem. Fix: never run "
     "candidates as root: fail closed, or make isolation possible (a world-readable interpreter), or drop "
     "every capability and setuid to nobody in the worker before any candidate code"))
@@ -96,11 +102,6 @@ def test_a_memory_bomb_is_refused_and_the_next_evaluation_works(rms_evaluator, b
     assert again.ok, again.error
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "no memory limit on the workers (runners/sandbox.py WorkerProcess: no RLIMIT_AS, no cgroup): a bomb "
-    "grows until the machine's OOM killer picks a victim, possibly the judge. Fix: resource.setrlimit("
-    "RLIMIT_AS or RLIMIT_DATA) in _child_setup (on CUDA the driver maps huge virtual ranges: prefer a cgroup "
-    "memory.max, or RLIMIT_DATA) and report MemoryError as 'out of memory'"))
 def test_a_memory_bomb_meets_a_limit(bomb):
     assert "UNBOUNDED" not in bomb.error, bomb.error
 
@@ -143,7 +144,7 @@ def test_a_kernel_that_is_right_only_inside_the_judge_is_refused(rms_evaluator):
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "[root fallback] candidates run as the judge's own user when runners/isolation.py cannot give them another uid (here: the interpreter under /root/.pyenv is not readable by others, so the judge, the oracle and the candidate all run as root; PR_SET_DUMPABLE=0 does not stop root: CAP_SYS_PTRACE). "
+    _ROOT_FALLBACK +
     "A child started with start_new_session=True leaves the worker's process group and has no parent-death "
     "signal; Isolation.kill_leftovers kills by uid only when isolation is active. Fix: a PID namespace or a "
     "cgroup per worker, or a PR_SET_CHILD_SUBREAPER supervisor that kills every descendant, in both modes"))
@@ -298,7 +299,7 @@ def test_the_oracles_revealed_outputs_cannot_be_overwritten(timed_attacks):
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "[root fallback] candidates run as the judge's own user when runners/isolation.py cannot give them another uid (here: the interpreter under /root/.pyenv is not readable by others, so the judge, the oracle and the candidate all run as root; PR_SET_DUMPABLE=0 does not stop root: CAP_SYS_PTRACE). "
+    _ROOT_FALLBACK +
     "The candidate writes the judge's memory through /proc/<judge>/mem (the doubles 0.001/0.004, the float16 "
     "tolerances, become 1e30) and a copy kernel passes. Fix: as for the oracle: no root candidates"))
 def test_the_judges_memory_is_out_of_reach(rms_bundle, tmp_path):
@@ -307,7 +308,7 @@ def test_the_judges_memory_is_out_of_reach(rms_bundle, tmp_path):
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "[root fallback] candidates run as the judge's own user when runners/isolation.py cannot give them another uid (here: the interpreter under /root/.pyenv is not readable by others, so the judge, the oracle and the candidate all run as root; PR_SET_DUMPABLE=0 does not stop root: CAP_SYS_PTRACE). "
+    _ROOT_FALLBACK +
     "A root candidate opens the oracle's reply pipe through /proc/<judge>/fd and slips a reply in. The "
     "sequence number catches it, but runners/sandbox.py evaluate() blames the candidate ('the candidate's "
     "worker broke the protocol') and keeps the desynchronised oracle: every later evaluation, the baseline "
@@ -320,7 +321,7 @@ def test_the_oracle_pipe_cannot_be_poisoned_for_later_evaluations(rms_bundle, tm
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "[root fallback] candidates run as the judge's own user when runners/isolation.py cannot give them another uid (here: the interpreter under /root/.pyenv is not readable by others, so the judge, the oracle and the candidate all run as root; PR_SET_DUMPABLE=0 does not stop root: CAP_SYS_PTRACE). "
+    _ROOT_FALLBACK +
     "The candidate finds the bundle's path in the oracle's memory (its load request names <bundle>/reference), "
     "writes itself over bundle/baseline and kills the oracle; the next oracle is materialised from the "
     "rewritten bundle and the copy kernel's next evaluation is ok. Fix: the judge reads the baseline files "
