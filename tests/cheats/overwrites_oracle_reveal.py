@@ -1,11 +1,11 @@
-"""Fake speedup with wrong timed outputs: the candidate's worker does no work at all in the judge's window
-(its request handlers, a local of `Server.serve` reached through the frames, are replaced: it commits to
-the stale outputs of the warm-up pass), and when the judge asks both workers to reveal slots
-(the oracle first), it writes its stale outputs over the oracle's revealed files as well: the oracle's outbox
-is a sibling folder of the same user. The judge decodes both only after both replies, so it compares the
-candidate's stale outputs with themselves. Samples are reported at half their time at decode sizes (a fake 2x). It must be refused:
-the judge must read the oracle's revealed outputs before asking the candidate (or keep them where the
-candidate cannot write), and check them against the oracle's own commitments."""
+"""Fake speedup with wrong timed outputs: the candidate's worker does no work at all in the judge's window (its
+request handlers, a local of `Server.serve` reached through the frames, are replaced: it commits to the stale
+outputs of the warm-up pass), and when the judge asks both workers to reveal slots (the oracle first), it writes
+its stale outputs over the oracle's revealed files as well: the oracle's outbox is a sibling folder of the same
+user. The judge decodes both only after both replies, so it compares the candidate's stale outputs with
+themselves. Samples are reported at half their time at decode sizes (a fake 2x). It must be refused: the judge
+must read the oracle's revealed outputs before asking the candidate (or keep them where the candidate cannot
+write), and check them against the oracle's own commitments."""
 import glob
 import os
 

@@ -1,10 +1,11 @@
 """Cheat: the judge (the parent) is dumpable, so its pipes can be opened through `/proc/<judge>/fd/<n>`. This
-candidate finds the first pipe the judge reads from that is not its own (the oracle's replies: the oracle is started
-first), opens it for writing and puts a well-formed reply there (`{"ok": true, "out": {"kind": "none"}}`). The judge takes it for the oracle's answer
-to its next request, and the oracle's real answer stays queued: from then on every reply the judge reads from
-the oracle answers the request before (this evaluation and every later one, the oracle being long-lived). It
-must be refused, and above all the NEXT evaluation must be unaffected: the judge's pipes must be out of the
-candidate's reach, and a reply must name the request it answers (a sequence number the judge checks)."""
+candidate finds the first pipe the judge reads from that is not its own (the oracle's replies: the oracle is
+started first), opens it for writing and puts a well-formed reply there (`{"ok": true, "out": {"kind":
+"none"}}`). The judge takes it for the oracle's answer to its next request, and the oracle's real answer stays
+queued: from then on every reply the judge reads from the oracle answers the request before (this evaluation and
+every later one, the oracle being long-lived). It must be refused, and above all the NEXT evaluation must be
+unaffected: the judge's pipes must be out of the candidate's reach, and a reply must name the request it answers
+(a sequence number the judge checks)."""
 import json
 import struct
 

@@ -1,11 +1,12 @@
-"""Fake speedup past the judge's clock: the judge sends the seed of its window's values in an untimed
-`refill` request, then times the `window` request. This candidate's worker (its request handlers, a local of `Server.serve`
-reached by walking up the frames at import) runs the whole pass inside `refill`, before the judge's clock starts, and answers
-`window` at once with the commitments of the outputs it already has; its samples are reported at half their
-time at decode sizes (a fake 2x). The revealed outputs are right, the commitments match, the judge's clock sees an almost empty pass
-(so any claimed speedup is 'corroborated'). It must be refused: the values of the timed pass must become
-known to the worker only inside the interval the judge times (the seed sent with `window`, the refill timed
-with the pass), and a pass shorter than physically possible must be suspicious, not a licence."""
+"""Fake speedup past the judge's clock: the judge sends the seed of its window's values in an untimed `refill`
+request, then times the `window` request. This candidate's worker (its request handlers, a local of
+`Server.serve` reached by walking up the frames at import) runs the whole pass inside `refill`, before the
+judge's clock starts, and answers `window` at once with the commitments of the outputs it already has; its
+samples are reported at half their time at decode sizes (a fake 2x). The revealed outputs are right, the
+commitments match, the judge's clock sees an almost empty pass (so any claimed speedup is 'corroborated'). It
+must be refused: the values of the timed pass must become known to the worker only inside the interval the judge
+times (the seed sent with `window`, the refill timed with the pass), and a pass shorter than physically possible
+must be suspicious, not a licence."""
 import torch
 import triton
 import triton.language as tl
