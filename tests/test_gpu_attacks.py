@@ -80,8 +80,8 @@ def test_the_oracles_revealed_outputs_cannot_be_overwritten_on_the_gpu(gpu_attac
     "runners/judge.py corroborate(): allowed = tolerance + (extra + spread + jitter) / pass_b, and at decode "
     "sizes the window's fixed extra (lead sleep, commitments, round trip) is about as long as the oracle's "
     "pass (the function's own docstring: 'only catches gross forgeries'), so a claim of up to ~2x the "
-    "judge's speedup passes: a worker that reports 60 % of its sample times at decode sizes gets a fake "
-    "1.67x, ok. Fix: a pass long against the extra at every size (more distinct slots, or several passes "
+    "judge's speedup passes: a worker that reports 80 % of its sample times at decode sizes gets a fake "
+    "1.25x, ok. Fix: a pass long against the extra at every size (more distinct slots, or several passes "
     "per timed request), the extra's spread only in the allowance, and the reported speedup "
     "min(claimed, judge's)"))
 def test_forged_samples_at_decode_sizes_are_not_corroborated(gpu_attack_evaluator):

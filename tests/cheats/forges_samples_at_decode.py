@@ -1,6 +1,6 @@
 """Timer forgery within the judge's allowance: an honest Triton RMSNorm whose worker reports its sample times
-cut to 60 % at decode sizes only (the worker's `sample` handler, a local of `Server.serve` reached through the
-frames, is wrapped), a fake 1.67x where it matters most for serving. The judge's clock bounds the claimed
+cut to 80 % at decode sizes only (the worker's `sample` handler, a local of `Server.serve` reached through the
+frames, is wrapped), a fake 1.25x where it matters most for serving. The judge's clock bounds the claimed
 speedup by its own times (1 + allowance), and the allowance includes the window's whole fixed extra (lead
 sleep, commitments, round trip) relative to the oracle's pass: at decode sizes, by runners/judge.py's own
 account, a few milliseconds of extra against a few milliseconds of pass, i.e. an allowance of 100 % or more.
@@ -32,7 +32,7 @@ def _small() -> bool:
 def _half_at_decode(req):
     reply = _sample(req)
     if reply.get("ok") and req.get("which", "sample") == "sample" and _small():
-        reply["us"] = reply["us"] * 0.6
+        reply["us"] = reply["us"] * 0.8
     return reply
 
 
