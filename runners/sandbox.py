@@ -1,173 +1,35 @@
-"""The ``Evaluator``: kernelsmith's side of an evaluation. It holds the judge (runners/judge.py) and two kinds
-of worker process (runners/worker.py):
+"""The ``Evaluator``: kernelsmith's side of an evaluation, and the seam the rest of kernelsmith uses
+(``evaluate(source) -> Evaluation``). It holds the judge (runners/judge.py) and two kinds of worker process
+(runners/processes.py, runners/worker.py):
 
 - one **oracle worker** per evaluator, long-lived, that only ever imports the baseline;
 - one fresh **candidate worker** per candidate, with a warm spare (torch already imported) waiting.
 
-Workers are spawned (never forked) with a scrubbed environment (no tokens or keys), their own process group,
-a parent-death signal and a hard deadline per evaluation that kills the group. They talk to the judge over
-private pipes only; stdout and stderr go to a log file. Nothing a worker sends is unpickled or executed.
+Nothing a worker sends is unpickled or executed; a worker that breaks the protocol ends its evaluation.
 """
 from __future__ import annotations
 
-import ctypes
 import functools
 import os
-import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from .backends import Backend, get_backend
+from .backends import get_backend
 from .isolation import Isolation
 from .judge import Exchange, Judge, Protocol
 from .judge import evaluate as run_protocol
 from .policy import check_source
 from .results import Environment, Evaluation
-from .task import BASELINE_DIR, REFERENCE_DIR, baseline_source, read_task
-from .wire import Channel, PeerGone, PeerTimeout, WireError, shm_root
+from .processes import (_LIBC, _PR_SET_DUMPABLE, PROJECT_ROOT, SECRET_NAME, START_TIMEOUT, WorkerProcess,
+                        materialize, scrubbed_env)
+from .task import REFERENCE_DIR, baseline_source, read_task
+from .wire import PeerGone, PeerTimeout, WireError, shm_root
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
-_KEEP = re.compile(r"^(PATH|HOME|LANG|LC_\w+|TMPDIR|TERM|USER|LD_LIBRARY_PATH|CUDA_\w+|NVIDIA_\w+|TRITON_\w+|"
-                   r"HIP_\w+|ROCR_\w+|MACA_\w+|OMP_NUM_THREADS|MKL_\w+|OPENBLAS_\w+|PYTORCH_\w+|XDG_CACHE_HOME)$")
-SECRET_NAME = re.compile(r"TOKEN|SECRET|KEY|PASSWORD|CREDENTIAL|AUTH", re.IGNORECASE)
-START_TIMEOUT = 180.0  # importing torch on a cold machine
-
-
-def scrubbed_env(backend: str | Backend) -> dict[str, str]:
-    """Only what a kernel needs to run: no tokens, no API keys, nothing the candidate could use."""
-    backend = get_backend(backend) if isinstance(backend, str) else backend
-    env = {k: v for k, v in os.environ.items() if _KEEP.match(k) and not SECRET_NAME.search(k)}
-    env["PYTHONPATH"] = str(PROJECT_ROOT)
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    env["PYTHONUNBUFFERED"] = "1"
-    return backend.worker_env(env)
-
-
-_LIBC = ctypes.CDLL(None) if sys.platform.startswith("linux") else None  # loaded here: no imports after fork
-_PR_SET_PDEATHSIG, _PR_SET_DUMPABLE = 1, 4
-
-
-def _child_setup() -> None:
-    """In the child, before exec: die with kernelsmith; not dumpable, so that another worker of the same user
-    cannot read its memory through /proc."""
-    if _LIBC is not None:
-        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-        _LIBC.prctl(_PR_SET_DUMPABLE, 0)
-
-
-def materialize(bundle: Path, module: str, dest: Path, package: str, source: str | None) -> str:
-    """Copy baseline/ under a top-level ``package`` in ``dest`` (the kernel module replaced by ``source``);
-    returns the dotted name of the kernel module there."""
-    root = dest / package
-    if root.exists():
-        shutil.rmtree(root)
-    shutil.copytree(bundle / BASELINE_DIR, root)
-    if source is not None:
-        (root / module).write_text(source)
-    for d in [root, *[p for p in root.rglob("*") if p.is_dir()]]:
-        (d / "__init__.py").touch()
-    return ".".join([package, *Path(module).with_suffix("").parts])
-
-
-class WorkerProcess:
-    """One spawned ``python -m runners.worker`` and its two pipes."""
-
-    def __init__(self, backend: Backend, root: Path, role: str, python: str | None = None, uid: int | None = None):
-        self.role = role
-        self.uid = uid  # None: the judge's own user
-        self.dir = Path(tempfile.mkdtemp(prefix=f"{role}-", dir=root))
-        self.outbox = self.dir / "out"
-        self.workdir = self.dir / "work"
-        self.outbox.mkdir()
-        self.workdir.mkdir()
-        self.log_path = self.dir / "worker.log"
-        req_r, req_w = os.pipe()
-        rep_r, rep_w = os.pipe()
-        env = scrubbed_env(backend)
-        env.update(KS_REQ_FD=str(req_r), KS_REP_FD=str(rep_w))
-        if uid is not None:  # its own home and caches, in its own folder
-            env.update(HOME=str(self.workdir), TRITON_CACHE_DIR=str(self.workdir / ".triton"),
-                       XDG_CACHE_HOME=str(self.workdir / ".cache"))
-        Isolation.hand_over(self.dir, uid)
-        self.seq = 0
-        with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen(
-                [python or sys.executable, "-m", "runners.worker"], stdin=subprocess.DEVNULL, stdout=log,
-                stderr=subprocess.STDOUT, env=env, pass_fds=(req_r, rep_w), start_new_session=True,
-                cwd=self.workdir, preexec_fn=_child_setup,  # noqa: PLW1509 - two prctl calls, no locks
-                **Isolation.popen_args(uid))
-        os.close(req_r)
-        os.close(rep_w)
-        self.channel = Channel(rep_r, req_w)
-        self.deadline: float | None = None
-        self.ready_info: dict | None = None
-
-    def wait_ready(self, timeout: float) -> dict:
-        if self.ready_info is None:
-            self.ready_info = self.channel.recv(timeout)
-        return self.ready_info
-
-    def request(self, op: str, **fields) -> dict:
-        """Send one request and wait for its reply until the evaluation's deadline. Every reply must echo the
-        request's sequence number: a reply slipped into the pipe out of turn is a protocol error."""
-        left = None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
-        self.seq += 1
-        try:
-            self.channel.send({"op": op, "seq": self.seq, **fields})
-        except (BrokenPipeError, OSError):
-            raise PeerGone() from None
-        reply = self.channel.recv(left)
-        if reply.get("seq") != self.seq:
-            raise WireError(f"reply out of turn (sequence {reply.get('seq')!r}, expected {self.seq})")
-        return reply
-
-    def output_tail(self, lines: int = 20) -> str:
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except OSError:
-            return ""
-        return "\n".join(text.strip().splitlines()[-lines:])
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        self.proc.wait()
-        Isolation.kill_leftovers(self.uid)  # children that left the process group
-
-    def exit_description(self) -> str:
-        try:
-            code = self.proc.wait(timeout=2)
-        except subprocess.TimeoutExpired:
-            return "still running"
-        if code < 0:
-            try:
-                return f"killed by {signal.Signals(-code).name}"
-            except ValueError:
-                return f"killed by signal {-code}"
-        return f"exit code {code}"
-
-    def close(self) -> None:
-        if self.alive():
-            try:
-                self.channel.send({"op": "exit"})
-                self.proc.wait(timeout=5)
-            except (OSError, subprocess.TimeoutExpired):
-                pass
-        self.kill()
-        self.channel.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
-
+__all__ = ["Evaluator", "SECRET_NAME", "copy_reference", "scrubbed_env"]
 
 class Evaluator:
     """Evaluates candidate sources for one task bundle (``evaluate(source) -> Evaluation``)."""

@@ -14,6 +14,9 @@ class Backend:
     env_set: dict[str, str] = field(default_factory=dict)  # variables every worker gets
     env_drop: tuple[str, ...] = ()  # variables no worker may inherit
     to_confirm: tuple[str, ...] = ()  # facts not yet seen on real hardware of this kind
+    # Address-space limit of a worker (bytes), or None. GPU drivers reserve huge virtual ranges, so GPU
+    # backends rely on the device's own memory limit and the deadline instead.
+    address_space_limit: int | None = None
 
     def worker_env(self, base: dict[str, str], device_index: int | None = None) -> dict[str, str]:
         """The worker's environment: ``base`` (already scrubbed of secrets) plus this backend's settings.

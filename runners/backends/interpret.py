@@ -11,4 +11,5 @@ INTERPRET = Backend(
     timed=False,
     warp_size=32,
     env_set={"TRITON_INTERPRET": "1"},
+    address_space_limit=8 << 30,  # torch and Triton take under 1 GiB of address space; a bomb fails in its worker
 )

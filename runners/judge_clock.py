@@ -1,0 +1,263 @@
+"""Timing as the judge runs it: samples alternated between the two workers, then the judge's own clock.
+
+``TimingSteps`` is the timing half of ``runners.judge.Judge``. The samples are the workers' claims; the judge
+corroborates them with a pass over distinct slots that it times itself (``corroborate``), and holds speedups
+and bandwidth against plausibility bounds (``implausible``).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+import time
+from dataclasses import dataclass
+
+import torch
+
+from .compare import compare_outputs
+from .inputs import case_shapes
+from .protocol import Refusal, commitment_of, meta_nbytes, trial_seed
+from .results import CaseResult
+from .task import Case
+from .timing import matches
+
+MAX_PLAUSIBLE_SPEEDUP = 10.0
+
+
+class TimingSteps:
+    """Methods of the judge that time; they use its spec, its protocol ``p`` and its two workers."""
+
+    def _per_call_bytes(self, case: Case) -> int:
+        shapes = case_shapes(self.spec.args, case)
+        elem = torch.empty(0, dtype=getattr(torch, case.dtype)).element_size()
+        return max(1, sum(math.prod(s) for s in shapes.values()) * elem * 2)  # inputs and outputs, about
+
+    def _slot_count(self, case: Case, target_us: float, cap_bytes: int, most: int) -> int:
+        per_call = self._per_call_bytes(case)
+        est_us = 2.0 + per_call / 3e6  # launch floor + bytes at ~3 TB/s
+        return int(max(2, min(most, math.ceil(target_us / est_us), cap_bytes // per_call)))
+
+    def _bank_request(self, case: Case, count: int, seed: int) -> dict:
+        return {"args": [dataclasses.asdict(a) for a in self.spec.args], "case": dataclasses.asdict(case),
+                "count": count, "seed": seed}
+
+    def time_case(self, case: Case, index: int, secret: int, result: CaseResult) -> None:
+        p = self.p
+        count = self._slot_count(case, p.slot_us, p.slot_bytes, p.max_slots)
+        bank = self._bank_request(case, count, trial_seed(secret, 20_000, index))
+        rb = self.oracle.request("prepare_timing", which="sample", **bank)
+        if not rb.get("ok"):
+            raise Refusal("baseline", f"the baseline could not be timed: {rb.get('error')}")
+        rc = self.candidate.request("prepare_timing", which="sample", **bank)
+        if not rc.get("ok"):
+            raise Refusal("timing", f"could not be timed: {rc.get('error')}")
+        per_call = max(float(rb["per_call_us"]), 0.5)
+        replays = max(1, math.ceil(p.sample_us / (per_call * count)))
+        samples_b, samples_c = [], []
+        started = time.perf_counter()
+        for round_ in range(p.max_rounds):
+            pair = [(self.oracle, samples_b), (self.candidate, samples_c)]
+            for worker, samples in (pair if round_ % 2 == 0 else pair[::-1]):
+                reply = worker.request("sample", replays=replays)
+                if not reply.get("ok"):
+                    raise Refusal("timing", f"sampling failed: {reply.get('error')}")
+                samples.append(float(reply["us"]))
+            if round_ + 1 >= p.min_rounds and (
+                    (_spread(samples_b) <= p.target_spread and _spread(samples_c) <= p.target_spread)
+                    or time.perf_counter() - started > p.case_time_cap_s):
+                break
+        result.baseline_us, result.baseline_spread = statistics.median(samples_b), _spread(samples_b)
+        result.candidate_us, result.candidate_spread = statistics.median(samples_c), _spread(samples_c)
+        result.samples, result.slots = len(samples_c), count
+        result.timing_method = rb["method"] if rb["method"] == rc["method"] else f"{rb['method']}/{rc['method']}"
+        result.baseline_host_us = float(self.oracle.request("host_overhead")["us"])
+        hc = self.candidate.request("host_overhead")
+        result.candidate_host_us = float(hc["us"]) if hc.get("ok") else None
+        for worker in (self.oracle, self.candidate):
+            worker.request("release")
+        self._corroborate(case, index, secret, result)
+
+    def _window(self, worker, seed: int) -> tuple[float, dict]:
+        t0 = time.perf_counter()
+        reply = worker.request("window", seed=seed, lead_cycles=self.p.window_lead_cycles)
+        elapsed_us = (time.perf_counter() - t0) * 1e6
+        if not reply.get("ok"):
+            raise Refusal("timing", f"the timed window failed: {reply.get('error')}")
+        return elapsed_us, reply
+
+    def _corroborate(self, case: Case, index: int, secret: int, result: CaseResult) -> None:
+        """The judge's own clock. Each side captures one pass over N slots, all with distinct values made from
+        a seed sent just before (so nothing can be remembered from earlier calls and no call can be skipped
+        unseen); the judge times that pass, and the worker must answer with a commitment to every slot's
+        outputs. Then the judge picks slots in secret, has them shown, checks them against the oracle's on the
+        same values and against the commitments. Rounds alternate sides; the shortest pass counts."""
+        p = self.p
+        count = self._slot_count(case, p.window_us, p.window_bytes, p.max_window_slots)
+        bank = self._bank_request(case, count, trial_seed(secret, 40_000, index))
+        for worker in (self.oracle, self.candidate):
+            reply = worker.request("prepare_timing", which="window", **bank)
+            if not reply.get("ok"):
+                raise Refusal("timing" if worker is self.candidate else "baseline",
+                              f"the judge's window could not be prepared: {reply.get('error')}")
+        tol = self.spec.tolerance(case.dtype)
+        per_slot = self._per_call_bytes(case)
+        reveal = min(count, max(4, p.max_fetch_bytes // per_slot), p.reveal_slots)
+        walls_b, walls_c, passes_b = [], [], []
+        for round_ in range(p.window_rounds):
+            seed = trial_seed(secret, 50_000 + round_, index)
+            pair = [(self.oracle, walls_b), (self.candidate, walls_c)]
+            replies: dict = {}
+            for worker, walls in (pair if round_ % 2 == 0 else pair[::-1]):
+                # Clocks up on other values; this round's seed is sent only with the timed request, so no
+                # work on these values can happen before the judge's clock runs.
+                worker.request("refill", which="window", seed=seed ^ 0x5A5A)
+                worker.request("sample", which="window", replays=1)
+                wall, replies[worker.role] = self._window(worker, seed)
+                walls.append(wall)
+            passes_b.append(float(replies["oracle"].get("pass_us", 0.0)))
+            commits = replies["candidate"].get("commitments")
+            if not isinstance(commits, list) or len(commits) != count:
+                raise Refusal("timing", "the judge's window ended without a commitment to every slot's outputs")
+            g = torch.Generator().manual_seed(trial_seed(secret, 60_000 + round_, index))
+            shown = sorted(torch.randperm(count, generator=g)[:reveal].tolist())
+            # The oracle's outputs are read, checked against its commitments and removed before the candidate
+            # is asked for anything: nothing the candidate writes can stand in for them.
+            ref_outs = self.oracle.request("reveal", slots=shown, tag=f"w{index}r{round_}")
+            if not ref_outs.get("ok"):
+                raise Refusal("baseline", "the oracle's outputs of the judge's window could not be read back")
+            refs = {}
+            for k in shown:
+                refs[k] = self._decode(self.oracle, ref_outs["outs"][str(k)], 1 << 40)
+                if commitment_of(refs[k]) != ref_outs["sums"][str(k)]:
+                    raise Refusal("baseline", "the oracle's outputs changed on their way to the judge (tampering)")
+            self._clear_outbox(self.oracle)
+            got_outs = self.candidate.request("reveal", slots=shown, tag=f"w{index}r{round_}")
+            if not got_outs.get("ok"):
+                raise Refusal("timing", "the outputs of the judge's window could not be read back")
+            for k in shown:
+                ref_meta = ref_outs["outs"][str(k)]
+                ref = refs[k]
+                out = self._decode(self.candidate, got_outs["outs"].get(str(k)), meta_nbytes(ref_meta))
+                if type(commits[k]) is not int or not matches(commits[k], commitment_of(out)):
+                    raise Refusal("timing", f"{case.id}: slot {k} of the judge's window: the outputs shown are not "
+                                            f"the ones committed to when the pass ended (work done after the clock "
+                                            f"stopped)")
+                cmp = compare_outputs(out, ref, tol)
+                if not cmp.ok:
+                    raise Refusal("timing", f"{case.id}: outputs of the timed calls are wrong (slot {k} of the "
+                                            f"judge's window, fresh values): {cmp.message}")
+            self._clear_outbox(self.oracle)
+            self._clear_outbox(self.candidate)
+        for worker in (self.oracle, self.candidate):
+            worker.request("release")
+        result.window_ms = [round(w / 1000, 4) for w in walls_b + walls_c]
+        verdict = corroborate(walls_b, passes_b, walls_c, result.baseline_us, result.candidate_us,
+                              p.corroboration_tolerance, p.clock_jitter_us)
+        result.judge_us = result.baseline_us / verdict.judge_speedup
+        result.judge_ratio = result.judge_us / result.candidate_us if result.candidate_us else None
+        if not verdict.ok:
+            raise Refusal("timing", f"{case.id}: the candidate's claimed speedup {verdict.claimed:.3f}x is above what "
+                                    f"the judge's clock saw, {verdict.judge_speedup:.3f}x over {count} calls on fresh "
+                                    f"values (allowed {verdict.allowed:.0%} for the clock's resolution at this size): "
+                                    f"timing not corroborated, quarantined")
+
+    def own_kernel_share(self, result: CaseResult) -> None:
+        """Device time in the candidate's own Triton kernels, against the baseline's share (GPU only)."""
+        own = {k.split(":")[1] for k in self._own(result.launched)}
+        reply_c, reply_b = self.candidate.request("profile"), self.oracle.request("profile")
+        if not (reply_c.get("ok") and reply_b.get("ok")):
+            return
+        share_c = _share(reply_c["kernels"], own)
+        share_b = _share(reply_b["kernels"], None)
+        result.own_kernel_share = share_c
+        if share_c is not None and share_b is not None and share_c < self.p.min_own_share * share_b:
+            raise Refusal("kernel", f"{result.case}: only {share_c:.0%} of the candidate's device time is in its own "
+                                    f"Triton kernels (the baseline: {share_b:.0%}); the work is done elsewhere")
+
+    def reference_time(self, case: Case, index: int, secret: int, result: CaseResult) -> None:
+        """torch.compile of the torch reference, timed in the oracle worker over the same kind of slots."""
+        count = self._slot_count(case, self.p.slot_us, self.p.slot_bytes, self.p.max_slots)
+        bank = self._bank_request(case, count, trial_seed(secret, 80_000, index))
+        reply = self.oracle.request("prepare_timing", which="sample", reference=True, **bank)
+        if not reply.get("ok"):
+            result.message = f"torch.compile reference not timed: {str(reply.get('error'))[:200]}"
+            return
+        replays = max(1, math.ceil(self.p.sample_us / (max(float(reply["per_call_us"]), 0.5) * count)))
+        samples = [float(self.oracle.request("sample", replays=replays, reference=True)["us"]) for _ in range(15)]
+        result.reference_us = statistics.median(samples)
+        self.oracle.request("release", reference=True)
+
+    def release(self) -> None:
+        for worker in (self.oracle, self.candidate):
+            worker.request("release")
+
+
+
+@dataclass
+class Corroboration:
+    claimed: float  # the candidate's claimed speedup (sample medians)
+    judge_speedup: float  # by the judge's clock
+    allowed: float  # how far the claim may exceed the judge's speedup
+    ok: bool
+
+
+def corroborate(walls_b: list[float], passes_b: list[float], walls_c: list[float], baseline_us: float,
+                candidate_us: float, tolerance: float, jitter_us: float) -> Corroboration:
+    """Hold the candidate's claimed speedup against the judge's clock.
+
+    ``walls_*`` are the judge's wall times of each side's passes (microseconds), ``passes_b`` the trusted
+    oracle's own device time of its passes. A pass's wall time carries an extra beyond its kernels (lead sleep,
+    commitments, the round trip), measured on the oracle; the candidate's pass by the judge's clock is its
+    shortest wall time minus that extra. The first round is a warm-up (first-use costs in a fresh process)
+    and is left out when there are three or more. The allowance is the tolerance plus what the judge cannot
+    resolve: the extra itself and how much it moved, relative to the oracle's pass. On the H200, passes at
+    decode sizes are a few milliseconds against a few milliseconds of extra, so the judge's clock there only
+    catches gross forgeries; at prefill sizes it resolves about 15-25 %.
+    """
+    if len(walls_b) >= 3:
+        walls_b, passes_b, walls_c = walls_b[1:], passes_b[1:], walls_c[1:]
+    extras = [w - q for w, q in zip(walls_b, passes_b)]
+    extra = statistics.median(extras)
+    pass_b = min(passes_b)
+    pass_c = max(min(walls_c) - extra, 1e-3)
+    judge_speedup = pass_b / pass_c
+    allowed = tolerance + (extra + max(extras) - min(extras) + jitter_us) / max(pass_b, 1e-3)
+    claimed = baseline_us / candidate_us if candidate_us else float("inf")
+    return Corroboration(claimed, judge_speedup, allowed, claimed <= judge_speedup * (1 + allowed))
+
+
+def _share(kernels: list, names: set | None) -> float | None:
+    total = sum(us for _, us in kernels)
+    if total <= 0:
+        return None
+    if names is None:  # the baseline: all of its kernels that are Triton's (not aten/memcpy/memset)
+        picked = sum(us for name, us in kernels if not _library_kernel(name))
+    else:
+        picked = sum(us for name, us in kernels if any(name == n or name.startswith(n) for n in names))
+    return picked / total
+
+
+def _library_kernel(name: str) -> bool:
+    return any(s in name for s in ("at::", "aten::", "Memcpy", "Memset", "elementwise", "reduce_kernel", "cub::"))
+
+
+def _spread(samples: list[float]) -> float:
+    if len(samples) < 4:
+        return float("inf")
+    q = statistics.quantiles(samples, n=4)
+    med = statistics.median(samples)
+    return (q[2] - q[0]) / med if med else float("inf")
+
+
+def implausible(result: CaseResult, peak_gbs: float, l2_bytes: int, max_speedup: float = MAX_PLAUSIBLE_SPEEDUP) -> str:
+    """Why a timed result is too good to be believed ('' when it is plausible). Bandwidth is held against the
+    measured DRAM peak only when the data cannot sit in L2."""
+    if result.speedup and result.speedup > max_speedup:
+        return f"{result.case}: speedup {result.speedup:.1f}x is above the plausibility bound {max_speedup:g}x"
+    if result.bytes_moved and result.bytes_moved > l2_bytes and result.bandwidth_gbs and \
+            result.bandwidth_gbs > 1.1 * peak_gbs:
+        return (f"{result.case}: effective bandwidth {result.bandwidth_gbs:.0f} GB/s is above the measured "
+                f"peak {peak_gbs:.0f} GB/s")
+    return ""
+
+

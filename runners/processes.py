@@ -1,0 +1,166 @@
+"""Worker processes: how kernelsmith starts them and talks to them.
+
+Workers are spawned (never forked) as ``python -m runners.worker`` with a scrubbed environment (no tokens or
+keys), their own process group, a parent-death signal, an address-space limit where the backend has one,
+and, for candidates when kernelsmith is root, another user (runners/isolation.py). They talk over two
+private pipes; stdout and stderr go to a log file. Every reply must echo its request's sequence number.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import re
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from .backends import Backend, get_backend
+from .isolation import Isolation
+from .task import BASELINE_DIR
+from .wire import Channel, PeerGone, WireError
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+_KEEP = re.compile(r"^(PATH|HOME|LANG|LC_\w+|TMPDIR|TERM|USER|LD_LIBRARY_PATH|CUDA_\w+|NVIDIA_\w+|TRITON_\w+|"
+                   r"HIP_\w+|ROCR_\w+|MACA_\w+|OMP_NUM_THREADS|MKL_\w+|OPENBLAS_\w+|PYTORCH_\w+|XDG_CACHE_HOME)$")
+SECRET_NAME = re.compile(r"TOKEN|SECRET|KEY|PASSWORD|CREDENTIAL|AUTH", re.IGNORECASE)
+START_TIMEOUT = 180.0  # importing torch on a cold machine
+
+
+def scrubbed_env(backend: str | Backend) -> dict[str, str]:
+    """Only what a kernel needs to run: no tokens, no API keys, nothing the candidate could use."""
+    backend = get_backend(backend) if isinstance(backend, str) else backend
+    env = {k: v for k, v in os.environ.items() if _KEEP.match(k) and not SECRET_NAME.search(k)}
+    env["PYTHONPATH"] = str(PROJECT_ROOT)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env["PYTHONUNBUFFERED"] = "1"
+    return backend.worker_env(env)
+
+
+_LIBC = ctypes.CDLL(None) if sys.platform.startswith("linux") else None  # loaded here: no imports after fork
+_PR_SET_PDEATHSIG, _PR_SET_DUMPABLE = 1, 4
+
+
+def _child_setup(address_space: int | None = None) -> None:
+    """In the child, before exec: die with kernelsmith, and stay within the backend's memory limit (the worker
+    makes itself non-dumpable after exec, which resets that flag)."""
+    if _LIBC is not None:
+        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if address_space is not None:
+        resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
+
+
+def materialize(bundle: Path, module: str, dest: Path, package: str, source: str | None) -> str:
+    """Copy baseline/ under a top-level ``package`` in ``dest`` (the kernel module replaced by ``source``);
+    returns the dotted name of the kernel module there."""
+    root = dest / package
+    if root.exists():
+        shutil.rmtree(root)
+    shutil.copytree(bundle / BASELINE_DIR, root)
+    if source is not None:
+        (root / module).write_text(source)
+    for d in [root, *[p for p in root.rglob("*") if p.is_dir()]]:
+        (d / "__init__.py").touch()
+    return ".".join([package, *Path(module).with_suffix("").parts])
+
+
+class WorkerProcess:
+    """One spawned ``python -m runners.worker`` and its two pipes."""
+
+    def __init__(self, backend: Backend, root: Path, role: str, python: str | None = None, uid: int | None = None):
+        self.role = role
+        self.uid = uid  # None: the judge's own user
+        self.dir = Path(tempfile.mkdtemp(prefix=f"{role}-", dir=root))
+        self.outbox = self.dir / "out"
+        self.workdir = self.dir / "work"
+        self.outbox.mkdir()
+        self.workdir.mkdir()
+        self.log_path = self.dir / "worker.log"
+        req_r, req_w = os.pipe()
+        rep_r, rep_w = os.pipe()
+        env = scrubbed_env(backend)
+        env.update(KS_REQ_FD=str(req_r), KS_REP_FD=str(rep_w))
+        if uid is not None:  # its own home and caches, in its own folder
+            env.update(HOME=str(self.workdir), TRITON_CACHE_DIR=str(self.workdir / ".triton"),
+                       XDG_CACHE_HOME=str(self.workdir / ".cache"))
+        Isolation.hand_over(self.dir, uid)
+        self.seq = 0
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(
+                [python or sys.executable, "-m", "runners.worker"], stdin=subprocess.DEVNULL, stdout=log,
+                stderr=subprocess.STDOUT, env=env, pass_fds=(req_r, rep_w), start_new_session=True,
+                cwd=self.workdir, preexec_fn=functools.partial(_child_setup, backend.address_space_limit),
+                **Isolation.popen_args(uid))
+        os.close(req_r)
+        os.close(rep_w)
+        self.channel = Channel(rep_r, req_w)
+        self.deadline: float | None = None
+        self.ready_info: dict | None = None
+
+    def wait_ready(self, timeout: float) -> dict:
+        if self.ready_info is None:
+            self.ready_info = self.channel.recv(timeout)
+        return self.ready_info
+
+    def request(self, op: str, **fields) -> dict:
+        """Send one request and wait for its reply until the evaluation's deadline. Every reply must echo the
+        request's sequence number: a reply slipped into the pipe out of turn is a protocol error."""
+        left = None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
+        self.seq += 1
+        try:
+            self.channel.send({"op": op, "seq": self.seq, **fields})
+        except (BrokenPipeError, OSError):
+            raise PeerGone() from None
+        reply = self.channel.recv(left)
+        if reply.get("seq") != self.seq:
+            raise WireError(f"reply out of turn (sequence {reply.get('seq')!r}, expected {self.seq})")
+        return reply
+
+    def output_tail(self, lines: int = 20) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.strip().splitlines()[-lines:])
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.proc.wait()
+        Isolation.kill_leftovers(self.uid)  # children that left the process group
+
+    def exit_description(self) -> str:
+        try:
+            code = self.proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            return "still running"
+        if code < 0:
+            try:
+                return f"killed by {signal.Signals(-code).name}"
+            except ValueError:
+                return f"killed by signal {-code}"
+        return f"exit code {code}"
+
+    def close(self) -> None:
+        if self.alive():
+            try:
+                self.channel.send({"op": "exit"})
+                self.proc.wait(timeout=5)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        self.kill()
+        self.channel.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+

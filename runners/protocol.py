@@ -1,0 +1,66 @@
+"""The judge's numbers and the small pieces every step of the protocol shares (no kernel code here)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class Protocol:
+    """The judge's numbers, in one place."""
+
+    target_spread: float = 0.01  # interquartile range / median per side
+    min_rounds: int = 10
+    max_rounds: int = 200
+    case_time_cap_s: float = 1.5  # sampling time per case (both sides)
+    sample_us: float = 2000.0  # device time of one sample
+    slot_us: float = 200.0  # device time of one replay of every slot (sets how many slots)
+    max_slots: int = 64
+    slot_bytes: int = 1 << 30  # memory for the rotating slots of one side
+    window_us: float = 10000.0  # the judge's corroboration pass per side: this long, or as long as memory allows
+    window_bytes: int = 4 << 30  # memory for the window's distinct slots, per side
+    max_window_slots: int = 2048
+    window_rounds: int = 3  # alternated passes per side, fresh values each; the shortest counts
+    corroboration_tolerance: float = 0.05  # |judge's clock / claimed - 1| allowed, plus the clock's jitter
+    clock_jitter_us: float = 150.0  # round trip of a request, as a share of a short pass
+    reveal_slots: int = 16  # slots the judge has shown after each pass, chosen in secret
+    window_lead_cycles: int = 1_000_000  # device sleep queued before the pass (about 0.5 ms at 2 GHz)
+    max_fetch_bytes: int = 256 << 20
+    min_own_share: float = 0.5  # the candidate's own kernels' share of its device time, relative to the baseline's
+
+
+def trial_seed(secret: int, trial: int, case_index: int) -> int:
+    return (secret * 1_000_003 + trial * 7919 + case_index) % (2**63)
+
+
+def nbytes_of(values) -> int:
+    if isinstance(values, dict):
+        values = list(values.values())
+    if isinstance(values, (list, tuple)):
+        return sum(nbytes_of(v) for v in values)
+    return values.numel() * values.element_size() if isinstance(values, torch.Tensor) else 0
+
+
+class Refusal(Exception):
+    """The candidate is refused at ``stage`` for ``reason``."""
+
+    def __init__(self, stage: str, reason: str):
+        super().__init__(reason)
+        self.stage, self.reason = stage, reason
+
+
+def meta_nbytes(meta) -> int:
+    if isinstance(meta, dict) and meta.get("kind") == "tensor":
+        return int(meta.get("nbytes", 0))
+    if isinstance(meta, dict) and meta.get("kind") == "seq":
+        return sum(meta_nbytes(m) for m in meta.get("items", []))
+    return 0
+
+
+def commitment_of(out) -> int:
+    from .timing import commitments
+
+    return commitments([out])[0]
+
+
