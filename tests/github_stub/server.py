@@ -20,10 +20,8 @@ from urllib.parse import parse_qs, urlparse
 
 import jwt
 
+from .pulls import API, PullRoutes, check_fields
 from .recordings import recorded
-
-API = "https://api.github.com"
-
 
 @dataclass
 class Request:
@@ -63,7 +61,7 @@ def _errors() -> dict:
     }
 
 
-class GitHubStub:
+class GitHubStub(PullRoutes):
     def __init__(self, git_root: Path, app_id: int, public_key: str, token_ttl: int = 3600):
         self.git_root, self.app_id, self.public_key, self.token_ttl = Path(git_root), app_id, public_key, token_ttl
         self.lock = threading.RLock()
@@ -228,7 +226,7 @@ class GitHubStub:
         if int(inst) not in self.installations.values():
             return self._error(404)
         ex = recorded("GithubIntegration.testGetAccessToken", "POST")
-        _check_fields(req.body, ex.request_body)
+        check_fields(req.body, ex.request_body)
         body = copy.deepcopy(ex.response_body)
         token = "ghs_" + secrets.token_hex(18)
         expires = time.time() + self.token_ttl
@@ -275,7 +273,7 @@ class GitHubStub:
         return 200, {}, body
 
     def create_comment(self, req, owner, name, number):
-        _check_fields(req.body, recorded("Issue.testCreateComment", "POST").request_body)
+        check_fields(req.body, recorded("Issue.testCreateComment", "POST").request_body)
         cid = self.add_comment(int(number), req.body["body"], "kernelsmith[bot]")
         with self.lock:
             self.comments[cid].history.append(req.body["body"])
@@ -286,7 +284,7 @@ class GitHubStub:
         return (200, {}, self._issue_comment_body(f"{owner}/{name}", c)) if c else self._error(404)
 
     def edit_comment(self, req, owner, name, cid):
-        _check_fields(req.body, recorded("IssueComment.testEdit", "PATCH").request_body)
+        check_fields(req.body, recorded("IssueComment.testEdit", "PATCH").request_body)
         with self.lock:
             c = self.comments.get(int(cid))
             if c is None:
@@ -297,7 +295,7 @@ class GitHubStub:
 
     def react(self, req, owner, name, cid):
         ex = recorded("IssueComment.testCreateReaction", "POST")
-        _check_fields(req.body, ex.request_body)
+        check_fields(req.body, ex.request_body)
         with self.lock:
             c = self.comments.get(int(cid))
             if c is None:
@@ -347,73 +345,8 @@ class GitHubStub:
                          "html_url": f"https://github.com/{full}/commit/{sha}#commitcomment-{cid}",
                          "user": {"login": "kernelsmith[bot]", "type": "Bot"}}
 
-    def _pull_body(self, full: str, pr: dict) -> dict:
-        body = copy.deepcopy(recorded("Repository.testCreatePull", "POST").response_body)
-        n = pr["number"]
-        body.update(number=n, title=pr["title"], body=pr["body"], state=pr["state"], draft=pr["draft"],
-                    url=f"{API}/repos/{full}/pulls/{n}", html_url=f"https://github.com/{full}/pull/{n}",
-                    issue_url=f"{API}/repos/{full}/issues/{n}", labels=[{"name": x} for x in pr["labels"]])
-        body["head"].update(ref=pr["head"], label=f"{full.split('/')[0]}:{pr['head']}")
-        body["head"]["repo"].update(full_name=full, url=f"{API}/repos/{full}")
-        body["base"].update(ref=pr["base"])
-        body["base"]["repo"].update(full_name=full, url=f"{API}/repos/{full}")
-        return body
-
-    def list_pulls(self, req, owner, name):
-        full = f"{owner}/{name}"
-        state, head = req.query.get("state", "open"), req.query.get("head")
-        with self.lock:
-            prs = [p for p in self.pulls.values() if p["repo"] == full and (state == "all" or p["state"] == state)
-                   and (head is None or f"{owner}:{p['head']}" == head)]
-        return 200, {}, [self._pull_body(full, p) for p in prs]
-
-    def create_pull(self, req, owner, name):
-        full = f"{owner}/{name}"
-        _check_fields(req.body, recorded("Repository.testCreatePull", "POST").request_body)
-        head = req.body["head"].split(":")[-1]
-        if self._git(full, "rev-parse", "--verify", f"refs/heads/{head}") is None:
-            return self._error(422, "Validation Failed")
-        with self.lock:
-            if any(p["repo"] == full and p["head"] == head and p["state"] == "open" for p in self.pulls.values()):
-                return self._error(422, f"A pull request already exists for {owner}:{head}.")
-            n = next(self._numbers)
-            self.pulls[n] = {"repo": full, "number": n, "title": req.body["title"], "body": req.body.get("body"),
-                             "head": head, "base": req.body["base"], "draft": bool(req.body.get("draft")),
-                             "state": "open", "labels": [], "edits": 0}
-            return 201, {}, self._pull_body(full, self.pulls[n])
-
-    def get_pull(self, req, owner, name, number):
-        pr = self.pulls.get(int(number))
-        return (200, {}, self._pull_body(f"{owner}/{name}", pr)) if pr else self._error(404)
-
-    def edit_pull(self, req, owner, name, number):
-        _check_fields(req.body, recorded("PullRequest.testEditWithAllArguments", "PATCH").request_body)
-        with self.lock:
-            pr = self.pulls.get(int(number))
-            if pr is None:
-                return self._error(404)
-            pr.update({k: v for k, v in req.body.items() if k in ("title", "body", "state")})
-            pr["edits"] += 1
-            return 200, {}, self._pull_body(f"{owner}/{name}", pr)
-
-    def add_labels(self, req, owner, name, number):
-        with self.lock:
-            pr = self.pulls.get(int(number))
-            if pr is None:
-                return self._error(404)
-            labels = req.body if isinstance(req.body, list) else req.body.get("labels", [])
-            pr["labels"] += [x for x in labels if x not in pr["labels"]]
-            return 200, {}, [{"name": x, "url": f"{API}/repos/{owner}/{name}/labels/{x}"} for x in pr["labels"]]
-
     def rate_limit(self, req):
         return 200, {}, recorded("RateLimiting.testGetRateLimit", "GET").response_body
-
-
-def _check_fields(body: dict | None, recorded_body: dict | None) -> None:
-    """A request body may only use fields that GitHub's recorded request for that call used."""
-    extra = set(body or {}) - set(recorded_body or {})
-    if extra:
-        raise AssertionError(f"request fields GitHub's recording never used: {sorted(extra)}")
 
 
 R = r"/repos/([^/]+)/([^/]+)"
@@ -431,10 +364,10 @@ ROUTES = [
     ("GET", R + r"/branches/([^/]+)", GitHubStub.get_branch),
     ("GET", R + r"/commits/([0-9a-f]+)", GitHubStub.get_commit),
     ("POST", R + r"/commits/([0-9a-f]+)/comments", GitHubStub.commit_comment),
-    ("GET", R + r"/pulls", GitHubStub.list_pulls),
-    ("POST", R + r"/pulls", GitHubStub.create_pull),
-    ("GET", R + r"/pulls/(\d+)", GitHubStub.get_pull),
-    ("PATCH", R + r"/pulls/(\d+)", GitHubStub.edit_pull),
-    ("POST", R + r"/issues/(\d+)/labels", GitHubStub.add_labels),
+    ("GET", R + r"/pulls", PullRoutes.list_pulls),
+    ("POST", R + r"/pulls", PullRoutes.create_pull),
+    ("GET", R + r"/pulls/(\d+)", PullRoutes.get_pull),
+    ("PATCH", R + r"/pulls/(\d+)", PullRoutes.edit_pull),
+    ("POST", R + r"/issues/(\d+)/labels", PullRoutes.add_labels),
     ("GET", r"/rate_limit", GitHubStub.rate_limit),
 ]
