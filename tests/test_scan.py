@@ -67,7 +67,8 @@ def test_a_misspelt_entry_gets_the_close_names(tmp_path):
         "entry: per_token_quant_int8", "entry: per_token_quant"))
     with pytest.raises(UserError) as err:
         check_entry(SGLITE, "per_token_quant_int8", config.kernels["per_token_quant_int8"])
-    assert "defines no function `per_token_quant`" in err.value.cause and "line 22 (kernels.per_token_quant_int8.entry)" in err.value.cause
+    assert "defines no function `per_token_quant`" in err.value.cause
+    assert "line 22 (kernels.per_token_quant_int8.entry)" in err.value.cause
     assert "per_token_quant_int8" in err.value.fix
 
 
