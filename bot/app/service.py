@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import importlib
 import logging
 import sys
@@ -73,6 +74,16 @@ def create_app(settings: Settings, workers: bool = True) -> FastAPI:
     return app
 
 
+def _not_dumpable() -> None:
+    """The secrets were removed from os.environ, but /proc/<pid>/environ still shows the environment the
+    process started with. A non-dumpable process's /proc files belong to root, so a job's worker or a
+    repository's test running as the same (non-root) user cannot read them."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(4, 0)  # PR_SET_DUMPABLE, 0
+    except OSError:
+        log.warning("could not make the service non-dumpable; run workers as another user")
+
+
 def serve(settings: Settings, host: str, port: int) -> None:
     import uvicorn
 
@@ -80,4 +91,5 @@ def serve(settings: Settings, host: str, port: int) -> None:
     # The inbox, the dispatch and the scheduler are threads of this process: a shorter GIL switch interval
     # keeps webhook acknowledgements prompt while they work.
     sys.setswitchinterval(0.001)
+    _not_dumpable()
     uvicorn.run(create_app(settings), host=host, port=port, log_level="info", access_log=False)
