@@ -113,3 +113,26 @@ def test_the_autotuned_kernel_runs_where_it_lives(sglite_repo, tmp_path):
                                               {"_per_token_quant_int8_kernel@autotune.configs": 1}]
     log = (tmp_path / "run/run.log").read_text()
     assert "_per_token_quant_int8_kernel@autotune.configs" in log
+
+
+def test_a_test_command_runs_in_the_configured_python_with_the_import_root(tmp_path):
+    from bot.repo_tests import TestSettings, run_repo_test
+
+    import site
+    import subprocess
+    import venv as venvs
+
+    venvs.create(tmp_path / "venv", with_pip=False)  # "the target's own environment", sharing our torch
+    site_dir = subprocess.run([tmp_path / "venv/bin/python", "-c", "import site; print(site.getsitepackages()[0])"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+    (tmp_path / site_dir / "ks_base.pth").write_text(site.getsitepackages()[0] + "\n")
+    venv = tmp_path / "venv/bin"
+    settings = TestSettings(python=str(venv / "python"), env={"KS_MARK": "1"}, import_roots=["python"])
+    test = ("bash -c 'cd test/srt && python -m unittest test_per_token_quant "  # as SGLang's CI runs them
+            "&& python -c \"import os, sys; print(sys.prefix, os.environ[\\\"KS_MARK\\\"])\"'")
+    run = run_repo_test(SGLITE, test, "interpret", settings=settings)
+    assert run.passed, run.output_tail
+    assert "Ran 2 tests" in run.output_tail and "OK (skipped=1)" in run.output_tail
+    assert f"{tmp_path / 'venv'} 1" in run.output_tail  # the configured interpreter, the configured env
+    broken = run_repo_test(SGLITE, test, "interpret", settings=TestSettings(python=str(venv / "python")))
+    assert not broken.passed and "No module named 'sglite'" in broken.output_tail  # no import root, no package
