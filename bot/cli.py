@@ -229,6 +229,7 @@ def init_config(
     backend: str = typer.Option("auto", help="For --capture: auto, triton (GPU) or interpret (CPU)."),
     python: str = typer.Option(None, help="For --capture: the target's interpreter (or virtual environment)."),
     force: bool = typer.Option(False, "--force", help="Replace an existing file."),
+    only: list[str] = typer.Option(None, "--only", help="Propose only these entry functions (repeatable)."),
 ) -> None:
     """Write a proposed .github/kernelsmith.yml for review: one entry per kernel entry that a test reaches."""
     from .config import CONFIG_PATH
@@ -240,7 +241,7 @@ def init_config(
         raise typer.Exit(code=2)
     try:
         recorder = _init_capture(target, backend, python) if capture else None
-        props = proposals(target, recorder)
+        props = proposals(target, recorder, only or None)
     except UserError as exc:
         console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
         raise typer.Exit(code=2) from None

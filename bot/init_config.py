@@ -183,12 +183,13 @@ def from_calls(row: ScanRow, calls: list[dict], limit: int = 4, root: Path | Non
     return prop
 
 
-def proposals(root: Path, capture=None) -> list[Proposal]:
-    """One proposal per entry that a test reaches. ``capture(row, test, dotted)`` returns recorded calls."""
+def proposals(root: Path, capture=None, only: list[str] | None = None) -> list[Proposal]:
+    """One proposal per entry that a test reaches (``only``: these entry names). ``capture(row, test, dotted)``
+    returns the calls recorded while that test ran."""
     index = RepoIndex(root)
     out: dict[str, Proposal] = {}
     for row in scan(root, index=index):
-        if not row.entry or not row.tests or row.entry in out:
+        if not row.entry or not row.tests or row.entry in out or (only and row.entry_name not in only):
             continue
         prop = None
         if capture is not None:
