@@ -67,6 +67,7 @@ class Judge(TimingSteps):
         self.env_info = env_info or {}
         self.package = package
         self.autotune: dict = {}
+        self.defines_kernel = True  # the module defines a @triton.jit function (set by the evaluator)
 
     # ---- helpers ------------------------------------------------------------------------------------------
     def _decode(self, worker, meta, max_bytes: int):
@@ -145,8 +146,8 @@ class Judge(TimingSteps):
                 result.bytes_moved = nbytes_of(inputs) + nbytes_of(ref) + nbytes_of(list(ref_written.values()))
                 result.launched = list(reply.get("launched", []))
                 result.autotune = dict(reply.get("pinned", {}))
-        if not self._own(result.launched):
-            others = ", ".join(result.launched) or "none"
+        if not self._own(result.launched) or not self.defines_kernel:
+            others = ", ".join(result.launched) if self.defines_kernel else "none defined in the module"
             raise Refusal("kernel", f"the candidate launched no Triton kernel of its own (kernels launched: "
                                     f"{others}); a torch-only or borrowed computation is not an "
                                     f"optimisation of the kernel")

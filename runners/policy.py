@@ -135,3 +135,21 @@ def check_source(source: str, baseline: str, entry: str) -> list[PolicyViolation
     elif got != want:
         found.append(PolicyViolation(0, "signature", f"`{entry}({got})` differs from the baseline's `{entry}({want})`"))
     return found
+
+
+def defines_triton_kernel(source: str) -> bool:
+    """Whether the module defines a ``@triton.jit`` function (decorated directly, or under autotune or
+    heuristics). A first, static half of the rule that a candidate must launch a kernel of its own; the judge
+    checks the launches at run time."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return True  # the syntax error is reported on its own
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef):
+            for dec in node.decorator_list:
+                target = dec.func if isinstance(dec, ast.Call) else dec
+                name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
+                if name == "jit":
+                    return True
+    return False

@@ -55,13 +55,22 @@ def _child_setup(address_space: int | None = None) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
 
 
-def materialize(bundle: Path, module: str, dest: Path, package: str, source: str | None) -> str:
-    """Copy baseline/ under a top-level ``package`` in ``dest`` (the kernel module replaced by ``source``);
-    returns the dotted name of the kernel module there."""
+def read_baseline(bundle: Path) -> dict[str, bytes]:
+    """The bundle's baseline files, read once: workers are made from this copy, so a file rewritten on disk
+    later (by anyone) never reaches the oracle."""
+    root = Path(bundle) / BASELINE_DIR
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def materialize(files: dict[str, bytes], module: str, dest: Path, package: str, source: str | None) -> str:
+    """Write the baseline's files under a top-level ``package`` in ``dest`` (the kernel module replaced by
+    ``source``); returns the dotted name of the kernel module there."""
     root = dest / package
     if root.exists():
         shutil.rmtree(root)
-    shutil.copytree(bundle / BASELINE_DIR, root)
+    for rel, data in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(data)
     if source is not None:
         (root / module).write_text(source)
     for d in [root, *[p for p in root.rglob("*") if p.is_dir()]]:
@@ -90,6 +99,7 @@ class WorkerProcess:
                        XDG_CACHE_HOME=str(self.workdir / ".cache"))
         Isolation.hand_over(self.dir, uid)
         self.seq = 0
+        self.failed = False  # its last request got no well-formed reply
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
                 [python or sys.executable, "-m", "runners.worker"], stdin=subprocess.DEVNULL, stdout=log,
@@ -112,6 +122,7 @@ class WorkerProcess:
         request's sequence number: a reply slipped into the pipe out of turn is a protocol error."""
         left = None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
         self.seq += 1
+        self.failed = True  # until a well-formed reply arrives: a broken channel is this worker's
         try:
             self.channel.send({"op": op, "seq": self.seq, **fields})
         except (BrokenPipeError, OSError):
@@ -119,6 +130,7 @@ class WorkerProcess:
         reply = self.channel.recv(left)
         if reply.get("seq") != self.seq:
             raise WireError(f"reply out of turn (sequence {reply.get('seq')!r}, expected {self.seq})")
+        self.failed = False
         return reply
 
     def output_tail(self, lines: int = 20) -> str:

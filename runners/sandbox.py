@@ -16,16 +16,17 @@ import subprocess
 import sys
 import tempfile
 import time
+import weakref
 from pathlib import Path
 
 from .backends import get_backend
 from .isolation import Isolation
 from .judge import Exchange, Judge, Protocol
 from .judge import evaluate as run_protocol
-from .policy import check_source
+from .policy import check_source, defines_triton_kernel
 from .results import Environment, Evaluation
 from .processes import (_LIBC, _PR_SET_DUMPABLE, PROJECT_ROOT, SECRET_NAME, START_TIMEOUT, WorkerProcess,
-                        materialize, scrubbed_env)
+                        materialize, read_baseline, scrubbed_env)
 from .task import REFERENCE_DIR, baseline_source, read_task
 from .wire import PeerGone, PeerTimeout, WireError, shm_root
 
@@ -42,8 +43,11 @@ class Evaluator:
         self.trials = trials
         self.spec = read_task(self.bundle)
         self.baseline = baseline_source(self.bundle, self.spec)
+        self._baseline_files = read_baseline(self.bundle)
         self.protocol = protocol or Protocol()
-        self.root = Path(tempfile.mkdtemp(prefix="ks-judge-", dir=shm_root()))
+        sweep_stale(shm_root())
+        self.root = Path(tempfile.mkdtemp(prefix=f"ks-judge-{os.getpid()}-", dir=shm_root()))
+        self._finalizer = weakref.finalize(self, shutil.rmtree, str(self.root), True)  # even if never closed
         self.exchange = Exchange(self.root / "exchange")
         self.exchange.root.mkdir()
         import torch
@@ -80,7 +84,7 @@ class Evaluator:
         """The judge writes the module (and the baseline's helpers) into the worker's folder; the worker only
         imports it. A candidate's worker is never told where the bundle is."""
         worker.wait_ready(START_TIMEOUT)
-        module_name = materialize(self.bundle, self.spec.module, worker.workdir, package, source)
+        module_name = materialize(self._baseline_files, self.spec.module, worker.workdir, package, source)
         Isolation.hand_over(worker.workdir, worker.uid)
         return worker.request(
             "load", device=self.backend.device, exchange=str(self.exchange.root), outbox=str(worker.outbox),
@@ -166,6 +170,7 @@ class Evaluator:
         violations = check_source(source, self.baseline, self.spec.entry) if static_policy else []
         if violations:
             return Evaluation(stage="policy", error="; ".join(map(str, violations)))
+
         try:
             oracle = self._oracle_worker()
         except BaselineError as exc:
@@ -192,21 +197,32 @@ class Evaluator:
                 ev.stage = "correctness"
                 judge = Judge(self.spec, self.backend, oracle, candidate, self.exchange, self.backend.device,
                               self.protocol)
+                judge.defines_kernel = defines_triton_kernel(source)  # the launch record must agree with the code
                 run_protocol(judge, cases, int(seed), trials or self.trials, time_it, reference, ev, self._peak)
                 if ev.stage == "baseline":
                     ev.notes.append("harness-error")
         except PeerTimeout:
-            ev = Evaluation(stage="timeout", error=f"killed after {self.timeout:.0f} s (hard timeout)", cases=ev.cases)
+            if oracle.failed:
+                ev = Evaluation(stage="baseline", cases=ev.cases, notes=["harness-error"],
+                                error=f"the oracle worker (the baseline) did not answer within {self.timeout:.0f} s")
+            else:
+                ev = Evaluation(stage="timeout", error=f"killed after {self.timeout:.0f} s (hard timeout)",
+                                cases=ev.cases)
             self._restart_oracle_if_busy()
         except (PeerGone, WireError, OSError, KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
-            # A reply that is not what the protocol says (missing fields, wrong types) is the worker's fault;
-            # the judge never crashes on it. If the oracle died instead, say so.
-            who = "oracle" if not oracle.alive() else "candidate"
-            if who == "oracle":
+            # A reply that is not what the protocol says (missing fields, wrong types, out of turn) is the
+            # fault of the worker whose channel broke; the judge never crashes on it. An oracle whose channel
+            # broke is replaced: it may be out of step for good.
+            if oracle.failed or not oracle.alive():
+                tail = oracle.output_tail()
                 self._restart_oracle_if_busy()
-            ev = Evaluation(stage="crashed" if who == "candidate" else "baseline", cases=ev.cases,
-                            error=f"the {who}'s worker broke the protocol or died ({type(exc).__name__}: {exc}); "
-                                  f"{candidate.exit_description()}; last output:\n{candidate.output_tail()}")
+                ev = Evaluation(stage="baseline", cases=ev.cases, notes=["harness-error"],
+                                error=f"the oracle worker broke the protocol or died ({type(exc).__name__}: {exc}); "
+                                      f"it is replaced; last output:\n{tail}")
+            else:
+                ev = Evaluation(stage="crashed", cases=ev.cases,
+                                error=f"the candidate's worker broke the protocol or died ({type(exc).__name__}: "
+                                      f"{exc}); {candidate.exit_description()}; last output:\n{candidate.output_tail()}")
         finally:
             candidate.kill()  # no goodbye: a candidate's process is not asked, it is ended
             candidate.close()
@@ -234,6 +250,17 @@ class Evaluator:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def sweep_stale(shm: Path) -> None:
+    """Remove judge folders left by kernelsmith processes that no longer exist (killed before closing)."""
+    for folder in shm.glob("ks-judge-*-*"):
+        try:
+            pid = int(folder.name.split("-")[2])
+        except (IndexError, ValueError):
+            continue
+        if pid != os.getpid() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 class BaselineError(Exception):

@@ -112,13 +112,8 @@ def test_a_malformed_reply_is_a_protocol_error_not_a_judge_crash(rms_evaluator):
     assert ev.stage == "crashed" and "broke the protocol" in ev.error, ev.error
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the 'must launch a kernel' rule trusts reply['launched'], recorded in the candidate's own process "
-    "(runners/launches.py _RECORD): a torch-only candidate appends a fake launch and passes. On a GPU the "
-    "own-kernel share (Server.profile) comes from the same process. Fix: the judge cannot get this from the "
-    "candidate's worker; on a GPU, profile from outside (CUPTI/nsys in a supervisor process) or count the "
-    "candidate's Triton compilations from the Triton cache folder the judge owns; on CPU at least re-check "
-    "statically that the module defines a @triton.jit function that the entry reaches"))
+# (Was a hole: the launch record is the candidate's own report. The module must also define a
+# @triton.jit function; a forger that defines an unused one is still a residual, on the CPU.)
 def test_a_forged_launch_record_is_refused(rms_evaluator):
     ev = run_past_the_policy(rms_evaluator, _source("forges_launch_record.py"))
     assert not ev.ok and ev.stage == "kernel", ev.error
