@@ -55,6 +55,10 @@ class Evaluator:
         needed = [PROJECT_ROOT / "runners" / "worker.py", Path(torch.__file__),
                   Path(self.spec.python or sys.executable).resolve(), *map(Path, self.spec.import_paths)]
         self.isolation = Isolation.choose(needed)
+        if os.environ.get("KS_REQUIRE_ISOLATION") == "1" and not self.isolation.active:
+            shutil.rmtree(self.root, ignore_errors=True)
+            raise IsolationRequired(f"KS_REQUIRE_ISOLATION=1, but {self.isolation.describe}. Run kernelsmith as "
+                                    f"root with a Python interpreter and packages that other users can read.")
         self._isolation_checked = False
         if self.isolation.active:  # the candidates' users may enter the root and read the exchange, nothing else
             os.chmod(self.root, 0o711)
@@ -261,6 +265,10 @@ def sweep_stale(shm: Path) -> None:
             continue
         if pid != os.getpid() and not Path(f"/proc/{pid}").exists():
             shutil.rmtree(folder, ignore_errors=True)
+
+
+class IsolationRequired(RuntimeError):
+    """The deployment asked for candidates under another user, and this machine cannot do it."""
 
 
 class BaselineError(Exception):

@@ -46,3 +46,12 @@ def test_another_user_cannot_write_the_judges_files(tmp_path):
     result = subprocess.run(["sh", "-c", f"echo forged > {target}"], capture_output=True, text=True,
                             **Isolation.popen_args(iso.uid))
     assert result.returncode != 0 and target.read_text() == "judge"
+
+
+def test_a_deployment_can_require_isolation(monkeypatch, rms_bundle):
+    from runners.sandbox import Evaluator, IsolationRequired
+
+    monkeypatch.setenv("KS_REQUIRE_ISOLATION", "1")
+    monkeypatch.setenv("KS_ISOLATION", "off")
+    with pytest.raises(IsolationRequired, match="KS_REQUIRE_ISOLATION=1, but candidates ran as the judge's own user"):
+        Evaluator(rms_bundle, "interpret", spare=False)
