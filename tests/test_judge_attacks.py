@@ -315,13 +315,8 @@ def test_the_oracle_pipe_cannot_be_poisoned_for_later_evaluations(rms_bundle, tm
     assert after["ok"], (poisoned, after)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    _ROOT_FALLBACK +
-    "The candidate finds the bundle's path in the oracle's memory (its load request names <bundle>/reference), "
-    "writes itself over bundle/baseline and kills the oracle; the next oracle is materialised from the "
-    "rewritten bundle and the copy kernel's next evaluation is ok. Fix: the judge reads the baseline files "
-    "once (Evaluator.__init__) and materialises the oracle from that copy (or checks their hash before each "
-    "oracle start); and no root candidates"))
+# (Was a hole: the oracle was made from the bundle on disk; it is now made from the files the
+# judge read once.)
 def test_the_bundle_cannot_be_rewritten_by_a_candidate(rms_bundle, tmp_path):
     first, second = _own_judge(rms_bundle, tmp_path, [_source("tampers_with_the_bundle.py")] * 2)
     assert not second["ok"] and second["stage"] == "correctness", (first, second)
