@@ -42,12 +42,12 @@ optimize() {  # optimize <checkout> <kernel> <budget>
   tar czf "$PACK/$2.tar.gz" --exclude=bundle --exclude=champion -C "$DEST" "$2"
 }
 
-ex=$(mktemp -d)
+ex=$(mktemp -d) && chmod 755 "$ex"  # readable by the candidates' user when kernelsmith runs as root
 cp -r examples/tinyserve "$ex/tinyserve"
 (cd "$ex/tinyserve" && git init -q -b main && git add -A && git -c user.name=ci -c user.email=ci@localhost commit -qm baseline)
 if [ -n "${PARALLEL:-}" ]; then optimize "$ex/tinyserve" layer_norm "$LN_BUDGET" & else optimize "$ex/tinyserve" layer_norm "$LN_BUDGET"; fi
 
-work=$(mktemp -d)
+work=$(mktemp -d) && chmod 755 "$work"  # the import root is on the candidate workers' sys.path
 cp -r "$REPO" "$work/repo"  # with its .git: kernelsmith works through worktrees of it
 for k in $KERNELS; do
   if [ -n "${PARALLEL:-}" ]; then optimize "$work/repo" "$k" "$BUDGET" & else optimize "$work/repo" "$k" "$BUDGET"; fi
