@@ -87,6 +87,16 @@ def start_jobs(ctx: AppContext, gh: RepoClient, payload: dict, cmd: Command, rep
     if unknown:
         return reply(f"unknown kernel(s) {', '.join(f'`{k}`' for k in unknown)}; {CONFIG_PATH} lists: "
                      f"{', '.join(f'`{k}`' for k in config.kernels)}")
+    mine = f"comment:{comment['id']}:"  # a retried delivery finishes its own jobs
+    active = {(j.kernel, j.backend): j.id for j in ctx.store.active_jobs(repo_name)
+              if not (j.source_key or "").startswith(mine)}
+    busy = [k for k in kernels if (k, backend) in active]
+    if busy:
+        reply("already queued or running: " + ", ".join(f"`{k}` on `{backend}` (job {active[(k, backend)]})"
+                                                         for k in busy))
+        kernels = [k for k in kernels if k not in busy]
+        if not kernels:
+            return f"already running: {busy}"
     recent = ctx.store.jobs_created_since(repo_name, now() - dt.timedelta(hours=1))
     if recent + len(kernels) > s.jobs_per_hour:
         return reply(f"{repo_name} has started {recent} job(s) in the last hour; the limit is {s.jobs_per_hour} "
