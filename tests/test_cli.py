@@ -6,7 +6,6 @@ import sys
 import git
 import pytest
 import torch
-
 from conftest import ROOT, commit_all
 
 MODULE = "tinyserve/kernels/rms_norm.py"
@@ -122,7 +121,7 @@ def test_kernels_lists_the_config():
     proc = kernelsmith("kernels", "examples/tinyserve")
     assert proc.returncode == 0
     names = [line.split("\t")[0] for line in proc.stdout.splitlines()]
-    assert names == ["rms_norm", "silu_and_mul", "apply_rotary_pos_emb", "softmax"]
+    assert names == ["rms_norm", "silu_and_mul", "apply_rotary_pos_emb", "softmax", "layer_norm"]
     assert "tinyserve/kernels/rms_norm.py:rms_norm" in proc.stdout
     bad = kernelsmith("kernels", "tests")
     assert bad.returncode == 2 and "no .github/kernelsmith.yml" in bad.message
