@@ -13,6 +13,7 @@ the pipes. ``Isolation.describe`` says which, and the report shows it.
 from __future__ import annotations
 
 import os
+import random
 import signal
 import stat
 import sys
@@ -47,6 +48,42 @@ def _uid_in_use(uid: int) -> bool:
     return False
 
 
+CLAIMS = Path("/dev/shm") if Path("/dev/shm").is_dir() else Path("/tmp")
+
+
+def _claim(uid: int) -> bool:
+    """Reserve ``uid`` for this process (evaluators started together must not share one: each kills every
+    process of its uids). A claim whose owner is gone is taken over."""
+    path = CLAIMS / f"ks-uid-{uid}.claim"
+    for _ in range(2):
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        except FileExistsError:
+            try:
+                owner = int(path.read_text() or "0")
+            except (OSError, ValueError):
+                owner = 0
+            if owner and Path(f"/proc/{owner}").exists():
+                return False
+            path.unlink(missing_ok=True)
+            continue
+        with os.fdopen(fd, "w") as f:
+            f.write(str(os.getpid()))
+        return True
+    return False
+
+
+def release(uid: int | None) -> None:
+    if uid is None:
+        return
+    path = CLAIMS / f"ks-uid-{uid}.claim"
+    try:
+        if path.read_text() == str(os.getpid()):
+            path.unlink()
+    except OSError:
+        pass
+
+
 @dataclass
 class Isolation:
     """Two uids, taken in turn: the warm spare never shares a user with the candidate being evaluated."""
@@ -73,14 +110,16 @@ class Isolation:
         if unreadable:
             return cls(None, f"{unreadable[0]} cannot be read by other users")
         span = UID_RANGE[1] - UID_RANGE[0]
-        start = os.getpid() % span
+        start = random.randrange(span)
         free = []
         for offset in range(span):
-            uid = UID_RANGE[0] + (start + 2 * offset) % span
-            if not _uid_in_use(uid):
+            uid = UID_RANGE[0] + (start + offset) % span
+            if not _uid_in_use(uid) and _claim(uid):
                 free.append(uid)
             if len(free) == 2:
                 return cls(free[0], "", free[1])
+        for uid in free:
+            release(uid)
         return cls(None, "no free uid")
 
     @property

@@ -94,9 +94,10 @@ class WorkerProcess:
         rep_r, rep_w = os.pipe()
         env = scrubbed_env(backend)
         env.update(KS_REQ_FD=str(req_r), KS_REP_FD=str(rep_w))
-        if uid is not None:  # its own home and caches, in its own folder
+        if uid is not None:  # its own home, name and caches, in its own folder (the uid has no passwd entry)
             env.update(HOME=str(self.workdir), TRITON_CACHE_DIR=str(self.workdir / ".triton"),
-                       XDG_CACHE_HOME=str(self.workdir / ".cache"))
+                       XDG_CACHE_HOME=str(self.workdir / ".cache"), USER=f"ks{uid}", LOGNAME=f"ks{uid}",
+                       TORCHINDUCTOR_CACHE_DIR=str(self.workdir / ".inductor"))
         Isolation.hand_over(self.dir, uid)
         self.seq = 0
         self.failed = False  # its last request got no well-formed reply

@@ -55,3 +55,15 @@ def test_a_deployment_can_require_isolation(monkeypatch, rms_bundle):
     monkeypatch.setenv("KS_ISOLATION", "off")
     with pytest.raises(IsolationRequired, match="KS_REQUIRE_ISOLATION=1, but candidates ran as the judge's own user"):
         Evaluator(rms_bundle, "interpret", spare=False)
+
+
+def test_evaluators_started_together_never_share_a_user():
+    from runners.isolation import release
+
+    first, second = Isolation.choose([Path("/usr/bin/env")]), Isolation.choose([Path("/usr/bin/env")])
+    try:
+        assert first.active and second.active
+        assert not {first.uid, first.other} & {second.uid, second.other}  # each kills its users' processes
+    finally:
+        for uid in (first.uid, first.other, second.uid, second.other):
+            release(uid)
