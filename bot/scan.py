@@ -11,19 +11,12 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from evolver.launch_params import jit_kernels
 from runners.extract import import_root
 
 SKIP_DIRS = frozenset({".git", ".venv", "venv", "env", "node_modules", "build", "dist", "__pycache__",
                        "site-packages", ".tox", ".nox", ".mypy_cache", ".pytest_cache", ".eggs"})
 Symbol = tuple[str, str]  # (file relative to the root, top-level name)
-
-
-def _decorators(fn: ast.FunctionDef) -> set[str]:
-    names = set()
-    for dec in fn.decorator_list:
-        target = dec.func if isinstance(dec, ast.Call) else dec
-        names.add(target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", ""))
-    return names
 
 
 def is_test_file(rel: str) -> bool:
@@ -131,8 +124,7 @@ class RepoIndex:
         for node in f.tree.body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 f.defs[node.name] = node
-                if isinstance(node, ast.FunctionDef) and "jit" in _decorators(node):
-                    f.kernels[node.name] = (node.lineno, "autotune" in _decorators(node))
+        f.kernels = {name: (f.defs[name].lineno, autotuned) for name, autotuned in jit_kernels(f.tree).items()}
 
     def resolve(self, rel: str, name: str, attr: str | None = None, depth: int = 0) -> Symbol | None:
         """The top-level symbol that ``name`` (or ``name.attr``) means in file ``rel``."""
