@@ -71,10 +71,6 @@ class RunStore:
             event.listen(self.engine, "connect", _pragmas)
         meta.create_all(self.engine)
 
-    @classmethod
-    def in_dir(cls, run_dir: Path) -> RunStore:
-        return cls(Path(run_dir) / STORE_FILE)
-
     def close(self) -> None:
         self.engine.dispose()
 
