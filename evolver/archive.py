@@ -80,9 +80,10 @@ class Archive:
             self.candidates.append(candidate)
             if candidate.parent_id is not None:
                 self.children[candidate.parent_id] = self.children.get(candidate.parent_id, 0) + 1
-            if not self.candidates[:-1]:  # the baseline: its bytes anchor the bytes-moved descriptor
+            first = len(self.candidates) == 1
+            if first:  # the baseline: its bytes anchor the bytes-moved descriptor
                 self._baseline_bytes = bytes_moved(candidate)
-            if candidate.parent_id is None and len(self.islands) > 1 and len(self.candidates) == 1:
+            if candidate.parent_id is None and len(self.islands) > 1 and first:
                 for island in self.islands:  # every island starts from the baseline
                     self._place(island, candidate)
             else:
