@@ -68,19 +68,21 @@ class Search:
         self.pending: collections.deque[Candidate] = collections.deque()
         self.next_id = archive.next_id()
         self.by_id = {c.id: c for c in archive.candidates}
+        self.dead: set[str] = set()  # operators that have nothing more to propose
 
     # -- state ------------------------------------------------------------------------------------------------
     def state(self) -> dict:
         version, internal, gauss = self.rng.getstate()
         return {"rng": [version, list(internal), gauss], "counters": asdict(self.n), "next_id": self.next_id,
                 "bandit": self.ensemble.state() if self.ensemble else None,
-                "dead_operators": [op.name for op in self.operators if getattr(op, "_dead", False)]}
+                "dead_operators": sorted(self.dead)}
 
     def restore(self, state: dict, pending: list[Candidate]) -> None:
         version, internal, gauss = state["rng"]
         self.rng.setstate((version, tuple(internal), gauss))
         self.n = Counters(**state["counters"])
         self.next_id = max(state["next_id"], self.archive.next_id())
+        self.dead = set(state.get("dead_operators", ()))
         if self.ensemble and state.get("bandit"):
             self.ensemble.restore(state["bandit"])
         for c in pending:
@@ -89,7 +91,7 @@ class Search:
 
     # -- the loop ---------------------------------------------------------------------------------------------
     def _pick_operator(self) -> Operator:
-        live = [op for op in self.operators if not getattr(op, "_dead", False)]
+        live = [op for op in self.operators if op.name not in self.dead]
         if len(live) == 1:
             return live[0]
         weights = [self.config.weights.get(op.name, 1.0) for op in live]
@@ -107,7 +109,7 @@ class Search:
 
     def _on_proposal(self, op: Operator, cand: Candidate | None, streaks: dict) -> None:
         if cand is None:
-            op._dead = True
+            self.dead.add(op.name)
             log.info("operator %s has nothing more to propose", op.name)
             return
         cand.id = self.next_id
@@ -143,7 +145,7 @@ class Search:
         improved = after is not before and after is cand and (before is None or before.fitness is None or
                                                                (cand.fitness or 0) > (before.fitness or 0) * 1.001)
         self.n.since_improvement = 0 if improved else self.n.since_improvement + 1
-        model = cand.calls[-1].model if cand.calls else cand.genome.get("model")  # (a resumed pending one)
+        model = cand.model or cand.genome.get("model")  # (a resumed pending one has no calls)
         if self.ensemble and model:
             self.ensemble.record_outcome(model, won(cand, self.by_id.get(cand.parent_id)))
         if self.store:
@@ -171,7 +173,7 @@ class Search:
                         reason = "exhausted"
                     elif streaks["rejected"] >= cfg.max_rejected_streak:
                         reason = "proposals keep failing"
-                    elif all(getattr(op, "_dead", False) for op in self.operators):
+                    elif all(op.name in self.dead for op in self.operators):
                         reason = "exhausted"
                     if reason is None and in_progress < cfg.in_flight:
                         op = self._pick_operator()
@@ -220,7 +222,7 @@ class Search:
             self.store.put("stop", stop)
         log.info("search stopped: %s", stop)
         return SearchSummary(self.n.evaluated, self.archive.failures, self.n.duplicates,
-                             stop in ("exhausted",), stop, self.n.rejected,
+                             stop == "exhausted", stop, self.n.rejected,
                              self.ensemble.report() if self.ensemble else [])
 
 
