@@ -12,7 +12,6 @@ import ast
 import json
 import shutil
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,7 +23,7 @@ from .repo_tests import (
     command_line,
     parse_test,
     pytest_env,
-    run_command,
+    timed_test_run,
     worktree,
 )
 from .target import Target
@@ -57,14 +56,9 @@ def run_capture(target: Target, test: str, module: str, entry: str, backend: str
             env.update(KS_CAPTURE_MODULE=module, KS_CAPTURE_ENTRY=entry, KS_CAPTURE_OUT=str(out))
             if parsed.is_command:  # a command that runs pytest picks the plugin up from here
                 env["PYTEST_ADDOPTS"] = f"-p {PLUGIN_NAME} {env.get('PYTEST_ADDOPTS', '')}".strip()
-            argv = command_line(parsed, target.tests.python if target.tests else None,
-                                None if parsed.is_command else PLUGIN_NAME)
-            started = time.perf_counter()
-            code, output = run_command(argv, root, env, timeout)
-            duration = time.perf_counter() - started
-        tail = "\n".join(output.strip().splitlines()[-15:])
-        run = TestRun(command=" ".join(["python", *argv[1:]]), passed=code == 0, returncode=code,
-                      duration_s=duration, output_tail=tail, with_champion=False)
+            python = target.tests.python if target.tests else None
+            argv = command_line(parsed, python, None if parsed.is_command else PLUGIN_NAME)
+            run = timed_test_run(argv, root, env, timeout, python)
         capture = Capture(run=run, runs_pytest=parsed.runs_pytest)
         for line in out.read_text().splitlines() if out.exists() else []:
             record = json.loads(line)

@@ -160,12 +160,17 @@ def run_repo_test(root: Path, test: str, backend: str, timeout: float = 900.0, w
     """The test in ``root``; the root (and the package's import root) go first on sys.path so that the
     worktree's package is imported, not an installed copy."""
     settings = settings or TestSettings()
-    target = parse_test(test)
-    argv = command_line(target, settings.python)
+    argv = command_line(parse_test(test), settings.python)
+    return timed_test_run(argv, root, pytest_env(backend, root, settings), timeout, settings.python, with_champion)
+
+
+def timed_test_run(argv: list[str], root: Path, env: dict[str, str], timeout: float, python: str | None,
+                   with_champion: bool = False) -> TestRun:
+    """``argv`` run in ``root``, as a TestRun (the interpreter shown as ``python``, the output's last lines)."""
     started = time.perf_counter()
-    code, output = run_command(argv, root, pytest_env(backend, root, settings), timeout)
+    code, output = run_command(argv, root, env, timeout)
     tail = "\n".join(output.strip().splitlines()[-15:])
-    shown = (["python", *argv[1:]] if argv[0] == (settings.python or sys.executable) else argv)
+    shown = (["python", *argv[1:]] if argv[0] == (python or sys.executable) else argv)
     return TestRun(command=shlex.join(shown), passed=code == 0, returncode=code,
                    duration_s=time.perf_counter() - started, output_tail=tail, with_champion=with_champion)
 
