@@ -20,7 +20,7 @@ from bot.errors import UserError
 
 from .models import Job
 from .runner import JobCancelled, JobProgress, fail, finish
-from .states import State
+from .states import FINAL, State
 from .store import JobStore
 
 log = logging.getLogger("kernelsmith.dispatch")
@@ -166,7 +166,7 @@ class LocalDispatch:
         current = self.store.get(job.id)
         if current.state == State.publishing.value:
             self._publish(current)
-        elif current.state in ("done", "no_gain", "failed", "cancelled"):
+        elif current.state in {st.value for st in FINAL}:
             self.hooks.finished(current)
 
     def _notify(self, job_id: int) -> None:
@@ -199,8 +199,9 @@ class LocalDispatch:
                 while True:
                     ready, _, _ = select.select([events], [], [], self.poll)
                     if not ready:
-                        if self.store.get(job.id).cancel_requested:
-                            raise JobCancelled(f"cancelled during stage {self.store.get(job.id).stage}")
+                        current = self.store.get(job.id)
+                        if current.cancel_requested:
+                            raise JobCancelled(f"cancelled during stage {current.stage}")
                         if proc.poll() is not None:
                             break
                         continue
