@@ -13,8 +13,8 @@ from starlette.concurrency import run_in_threadpool
 
 from . import signature
 from .context import AppContext
+from .events import HANDLERS
 
-HANDLED = {"issue_comment", "push", "installation", "installation_repositories", "pull_request", "ping"}
 
 
 class TooLarge(Exception):
@@ -53,7 +53,7 @@ def router(ctx: AppContext) -> APIRouter:
             action = payload.get("action") if isinstance(payload, dict) else None
         except ValueError:
             return JSONResponse({"error": "the body is not JSON"}, status_code=400)
-        handled = event in HANDLED
+        handled = event in HANDLERS
         stored = await run_in_threadpool(
             ctx.store.add_delivery, delivery, event, action, body.decode("utf-8", "replace"),
             "pending" if handled else "ignored", None if handled else f"event {event} is not handled")
