@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from bot.github.client import GitHubClient
 from bot.github.git_remote import GitRemote
@@ -19,7 +19,6 @@ class AppContext:
     git: GitRemote
     wake_jobs: Callable[[], None] = lambda: None
     wake_events: Callable[[], None] = lambda: None
-    extra: dict = field(default_factory=dict)
 
     def job_url(self, job_id: int) -> str:
         base = self.settings.public_url.rstrip("/")
