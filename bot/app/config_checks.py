@@ -8,6 +8,7 @@ from bot.errors import UserError
 from . import rendering
 from .context import AppContext
 from .permissions import is_bot
+from .publish import BRANCH_PREFIX
 
 
 def handle_push(ctx: AppContext, payload: dict) -> str:
@@ -17,7 +18,7 @@ def handle_push(ctx: AppContext, payload: dict) -> str:
     ref, after = payload.get("ref", ""), payload.get("after", "")
     default = repo.get("default_branch") or repo.get("master_branch") or "main"
     inst = (payload.get("installation") or {}).get("id")
-    if ref.startswith("refs/heads/kernelsmith/"):
+    if ref.startswith(f"refs/heads/{BRANCH_PREFIX}"):
         who = (payload.get("sender") or {}).get("login")
         return f"push to {ref} by {'the bot' if is_bot(payload.get('sender') or {}) else who}"
     if ref != f"refs/heads/{default}" or payload.get("deleted"):

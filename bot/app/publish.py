@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from bot.config import Config
 
 log = logging.getLogger("kernelsmith.publish")
+BRANCH_PREFIX = "kernelsmith/"  # every branch `bot.apply.branch_name` names starts so
 
 
 def checkout_dir(ctx: AppContext, job_id: int) -> Path:
@@ -66,9 +67,8 @@ class Publisher:
         existing = gh.pull_for_branch(branch)
         remote = ctx.git.remote_sha(job.repo, token, branch)
         pub = store.publication(job.repo, branch)
-        summary = render(ctx, job)
         if remote and (pub is None or pub.pushed_sha != remote):
-            body = rendering.comment("human_push", job=job, branch=branch, remote_sha=remote, summary=summary)
+            body = rendering.comment("human_push", job=job, branch=branch, remote_sha=remote, summary=render(ctx, job))
             target = existing.number if existing else job.issue_number
             if target:
                 gh.comment(target, body)
@@ -77,7 +77,7 @@ class Publisher:
                              reason=f"not pushed: {branch} has commits that kernelsmith did not push")
             return
         if existing is None:
-            open_ks = [p for p in gh.open_pulls() if p.head.startswith("kernelsmith/")]
+            open_ks = gh.open_pulls(head_prefix=BRANCH_PREFIX)
             if len(open_ks) >= config.open_pull_requests_limit:
                 if job.issue_number:
                     gh.comment(job.issue_number, rendering.comment(

@@ -16,6 +16,7 @@ from bot.jobs.models import Repository, now
 from runners.extract import ExtractionError, local_imports
 
 from .context import AppContext
+from .publish import BRANCH_PREFIX
 
 if TYPE_CHECKING:
     from bot.config import Config, KernelConfig
@@ -109,7 +110,7 @@ class Scanner:
     def _start(self, repo: Repository, config: Config, base: str, head: str, kernels: list[str]):
         ctx, s = self.ctx, self.ctx.settings
         gh = ctx.github.repo(repo.full_name, repo.installation_id)
-        open_ks = len([p for p in gh.open_pulls() if p.head.startswith("kernelsmith/")]) if kernels else 0
+        open_ks = len(gh.open_pulls(head_prefix=BRANCH_PREFIX)) if kernels else 0
         room = min(config.open_pull_requests_limit - open_ks,
                    s.jobs_per_hour - ctx.store.jobs_created_since(repo.full_name, now() - dt.timedelta(hours=1)))
         started, skipped = [], []

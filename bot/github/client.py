@@ -56,8 +56,9 @@ class RepoClient:
             return None
 
     # pull requests
-    def open_pulls(self) -> list[PullInfo]:
-        return [_info(p) for p in self.repo.get_pulls(state="open")]
+    def open_pulls(self, head_prefix: str = "") -> list[PullInfo]:
+        """The open pull requests whose head branch starts with `head_prefix`."""
+        return [info for info in map(_info, self.repo.get_pulls(state="open")) if info.head.startswith(head_prefix)]
 
     def pull_for_branch(self, branch: str) -> PullInfo | None:
         owner = self.full_name.split("/")[0]
