@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bot.errors import UserError
+from bot.jobs.runner import DEFAULT_PIPELINE
+from bot.jobs.store import sqlite_url
 
 SECRET_VARS = ("KS_WEBHOOK_SECRET", "KS_PRIVATE_KEY", "KS_PRIVATE_KEY_PATH")
 
@@ -23,7 +25,7 @@ class Settings:
     github_api_url: str = "https://api.github.com"
     git_url: str = "https://github.com/{repo}.git"
     dispatch: str = "local"
-    pipeline: str = "bot.optimize:optimize"
+    pipeline: str = DEFAULT_PIPELINE
     gpus: list[int | None] = field(default_factory=lambda: [None])
     default_backend: str = "interpret"
     max_body: int = 5 * 1024 * 1024
@@ -35,7 +37,6 @@ class Settings:
     status_interval: float = 5.0  # seconds between two edits of a status comment (state changes always edit)
     scan_tick: float = 60.0
     github_throttle: bool = True  # PyGithub's pause between requests (off in tests against the loopback stand-in)
-    bot_login: str = "kernelsmith[bot]"
     public_url: str = ""  # where the job pages are served, for links in comments
 
     def __repr__(self) -> str:
@@ -43,7 +44,7 @@ class Settings:
 
     @property
     def db_url(self) -> str:
-        return self.database_url or f"sqlite:///{(self.data_dir / 'kernelsmith.db').resolve()}"
+        return self.database_url or sqlite_url(self.data_dir / "kernelsmith.db")
 
 
 def _gpus(spec: str) -> tuple[list[int | None], str]:
@@ -82,12 +83,14 @@ def from_env(env: dict[str, str] | None = None, scrub: bool = True) -> Settings:
         pipeline=env.get("KS_PIPELINE", Settings.pipeline), gpus=gpus,
         default_backend=env.get("KS_DEFAULT_BACKEND", backend),
         max_body=int(env.get("KS_MAX_BODY", Settings.max_body)),
-        per_repo_concurrency=int(env.get("KS_PER_REPO_CONCURRENCY", 1)),
-        jobs_per_hour=int(env.get("KS_JOBS_PER_HOUR", 10)), max_budget=int(env.get("KS_MAX_BUDGET", 200)),
-        default_budget=int(env.get("KS_DEFAULT_BUDGET", 24)), max_attempts=int(env.get("KS_MAX_ATTEMPTS", 2)),
-        status_interval=float(env.get("KS_STATUS_INTERVAL", 5.0)), scan_tick=float(env.get("KS_SCAN_TICK", 60)),
-        github_throttle=env.get("KS_GITHUB_THROTTLE", "1") != "0", bot_login=env.get("KS_BOT_LOGIN", Settings.bot_login),
-        public_url=env.get("KS_PUBLIC_URL", ""))
+        per_repo_concurrency=int(env.get("KS_PER_REPO_CONCURRENCY", Settings.per_repo_concurrency)),
+        jobs_per_hour=int(env.get("KS_JOBS_PER_HOUR", Settings.jobs_per_hour)),
+        max_budget=int(env.get("KS_MAX_BUDGET", Settings.max_budget)),
+        default_budget=int(env.get("KS_DEFAULT_BUDGET", Settings.default_budget)),
+        max_attempts=int(env.get("KS_MAX_ATTEMPTS", Settings.max_attempts)),
+        status_interval=float(env.get("KS_STATUS_INTERVAL", Settings.status_interval)),
+        scan_tick=float(env.get("KS_SCAN_TICK", Settings.scan_tick)),
+        github_throttle=env.get("KS_GITHUB_THROTTLE", "1") != "0", public_url=env.get("KS_PUBLIC_URL", ""))
     if scrub:
         for var in SECRET_VARS:
             os.environ.pop(var, None)
