@@ -162,9 +162,9 @@ class Service:
         return httpx.post(f"{self.url}/webhook", content=raw, headers=headers, timeout=10)
 
     def db(self):
-        from bot.jobs.store import JobStore
+        from bot.jobs.store import JobStore, sqlite_url
 
-        return JobStore(f"sqlite:///{self.data / 'kernelsmith.db'}")
+        return JobStore(sqlite_url(self.data / "kernelsmith.db"))
 
 
 @pytest.fixture
