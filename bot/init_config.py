@@ -15,7 +15,7 @@ import yaml
 
 from runners.extract import import_root
 
-from .scan import RepoIndex, ScanRow, scan, closeness
+from .scan import RepoIndex, ScanRow, scan
 
 SYMBOLS = ("T", "H", "I", "N", "K", "D", "E", "M", "P", "Q", "R", "S")
 FLOATS = ("float16", "bfloat16", "float32")
@@ -33,11 +33,6 @@ class Proposal:
     dtypes: list[str] = field(default_factory=lambda: ["float16", "bfloat16"])
     written: list[str] = field(default_factory=list)
     review: list[str] = field(default_factory=list)  # what a maintainer must check
-
-
-def _best_test(row: ScanRow, root: Path | None = None) -> str:
-    """The test closest to the entry (see ``scan.closeness``)."""
-    return min(row.tests, key=lambda t: closeness(row, t, root))
 
 
 def _signature(index: RepoIndex, rel: str, entry: str) -> list[tuple[str, object, bool]]:
@@ -60,7 +55,7 @@ def _signature(index: RepoIndex, rel: str, entry: str) -> list[tuple[str, object
 
 def from_signature(index: RepoIndex, row: ScanRow) -> Proposal:
     rel, entry = row.entry_file, row.entry_name
-    prop = Proposal(entry.lstrip("_"), rel, entry, _best_test(row, index.root))
+    prop = Proposal(entry.lstrip("_"), rel, entry, row.tests[0])
     for name, default, has_default in _signature(index, rel, entry):
         if has_default and (default is None or isinstance(default, (bool, int, float, str))):
             if default is not None:
@@ -125,12 +120,13 @@ class _NoAliases(yaml.SafeDumper):
         return True
 
 
-def from_calls(row: ScanRow, calls: list[dict], limit: int = 4, root: Path | None = None) -> Proposal | None:
+def from_calls(row: ScanRow, calls: list[dict], limit: int = 4) -> Proposal | None:
+    """``row`` comes from ``scan``, whose ``tests`` are sorted closest first."""
     calls = [c for c in calls if "args" in c]
     calls = _usual_ranks(calls)
     if not calls:
         return None
-    prop = Proposal(row.entry_name.lstrip("_"), row.entry_file, row.entry_name, _best_test(row, root))
+    prop = Proposal(row.entry_name.lstrip("_"), row.entry_file, row.entry_name, row.tests[0])
     names = list(calls[0]["args"])
     tensors, optional = [], []
     for name in names:
@@ -193,8 +189,8 @@ def proposals(root: Path, capture=None, only: list[str] | None = None) -> list[P
             continue
         prop = None
         if capture is not None:
-            calls = capture(row, _best_test(row, index.root), import_root(Path(root), row.entry_file)[2])
-            prop = from_calls(row, calls or [], root=index.root)
+            calls = capture(row, row.tests[0], import_root(Path(root), row.entry_file)[2])
+            prop = from_calls(row, calls or [])
         out[row.entry] = prop or from_signature(index, row)
     names: set[str] = set()
     for prop in out.values():

@@ -91,7 +91,7 @@ def test_init_from_calls_finds_symbols_optional_args_and_written():
 
     index = RepoIndex(SGLITE)
     row = next(r for r in scan(SGLITE, index=index) if r.kernel == "_fused_add_rms_norm_kernel")
-    prop = from_calls(row, [call(1, 64), call(7, 96, residual=False), call(33, 128, eps=1e-5)], root=SGLITE)
+    prop = from_calls(row, [call(1, 64), call(7, 96, residual=False), call(33, 128, eps=1e-5)])
     assert prop.args["x"]["shape"] == ["T", "H"] and prop.args["w"]["shape"] == ["H"]
     assert prop.args["gate"]["shape"] == ["T", "2*H"]
     assert prop.args["r"] == {"shape": ["T", "H"], "when": "has_r"}
