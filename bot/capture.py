@@ -158,12 +158,11 @@ def captured_cases(calls: list[dict], kernel, backend: str, limit: int,
     for call in calls:
         written |= set(call.get("written") or [])
         case, why = to_case(call, kernel)
+        if case is not None and backend == "interpret" and (
+                case.dtype == "bfloat16" or _elements(case, kernel) > INTERPRETER_MAX_ELEMENTS):
+            case, why = None, "too large or bf16 for the CPU interpreter"
         if case is None:
             skipped[why] = skipped.get(why, 0) + 1
-            continue
-        if backend == "interpret" and (case.dtype == "bfloat16" or _elements(case, kernel) > INTERPRETER_MAX_ELEMENTS):
-            skipped["too large or bf16 for the CPU interpreter"] = skipped.get(
-                "too large or bf16 for the CPU interpreter", 0) + 1
             continue
         if case.id not in seen:
             unique.setdefault(case.id, case)
