@@ -89,10 +89,14 @@ def check_options(models: Path | None, preset: str | None, operators: list[str] 
             raise ValueError(f"unknown search limit {key!r}: use {', '.join(LIMITS)}")
 
 
+def _plain(opts, drop: tuple[str, ...]) -> dict:
+    """A dataclass of options as JSON-able values (paths as strings), less the fields in ``drop``."""
+    return {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(opts).items() if k not in drop}
+
+
 def job_options(opts) -> dict:
     """A job's options as JSON-able values, saved in the run store for ``kernelsmith resume``."""
-    return {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(opts).items()
-            if k not in ("resume_from", "overwrite")}
+    return _plain(opts, ("resume_from", "overwrite"))
 
 
 def _islands(opts: EngineOptions) -> int:
@@ -170,8 +174,7 @@ def run_search(evaluator, baseline: Candidate, opts: EngineOptions, out: Path, s
     else:
         store.add_candidate(baseline, "evaluated")
         store.put("baseline_sha256", baseline.sha256)
-        store.put("options", {**{k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(opts).items()
-                                 if k != "job"}, "seed": seed})
+        store.put("options", {**_plain(opts, ("job",)), "seed": seed})
         store.put("job", opts.job)
         store.put("task", evaluator.spec.kernel)
     log.info("search: operators %s, islands %d, in flight %d, budget %s", [op.name for op in operators], islands,
