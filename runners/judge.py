@@ -18,9 +18,8 @@ into plain tensors (runners/wire.py). The steps, per evaluation:
 """
 from __future__ import annotations
 
-import shutil
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -43,7 +42,6 @@ class Exchange:
 
     root: Path
     counter: int = 0
-    files: list = field(default_factory=list)
 
     def write_inputs(self, kwargs: dict) -> dict:
         self.counter += 1
@@ -59,20 +57,18 @@ class Exchange:
 
 class Judge(TimingSteps):
     def __init__(self, spec: TaskSpec, backend, oracle, candidate, exchange: Exchange, device: str,
-                 protocol: Protocol | None = None, env_info: dict | None = None, package: str = "ks_candidate"):
+                 protocol: Protocol | None = None, package: str = "ks_candidate"):
         self.spec, self.backend = spec, backend
         self.oracle, self.candidate = oracle, candidate
         self.exchange, self.device = exchange, device
         self.p = protocol or Protocol()
-        self.env_info = env_info or {}
         self.package = package
         self.autotune: dict = {}
         self.defines_kernel = True  # the module defines a @triton.jit function (set by the evaluator)
 
     # ---- helpers ------------------------------------------------------------------------------------------
     def _decode(self, worker, meta, max_bytes: int):
-        value = decode_value(meta, worker.outbox, max_bytes, self.device)
-        return value
+        return decode_value(meta, worker.outbox, max_bytes, self.device)
 
     def _clear_outbox(self, worker) -> None:
         for p in Path(worker.outbox).iterdir():
@@ -152,8 +148,6 @@ class Judge(TimingSteps):
                                     f"{others}); a torch-only or borrowed computation is not an "
                                     f"optimisation of the kernel")
 
-    # ---- timing -----------------------------------------------------------------------------------------
-
 def evaluate(judge: Judge, cases: list[Case], secret: int, trials: int, time_it: bool, reference: bool,
              ev: Evaluation, peak: tuple[float, int] | None) -> Evaluation:
     """The whole protocol for one candidate; ``ev`` arrives with stage 'correctness'."""
@@ -180,7 +174,7 @@ def evaluate(judge: Judge, cases: list[Case], secret: int, trials: int, time_it:
                 if reference and judge.spec.reference:
                     judge.reference_time(case, index, secret, result)
             largest = max(range(len(cases)), key=lambda i: ev.cases[i].bytes_moved or 0)
-            judge.own_kernel_share(ev.cases[largest])
+            judge.own_kernel_share(cases[largest], largest, secret, ev.cases[largest])
             judge.release()
             phase("timing")
             # A candidate that behaves while checked and cuts corners once the calls pile up is caught here.
@@ -210,7 +204,3 @@ def evaluate(judge: Judge, cases: list[Case], secret: int, trials: int, time_it:
         except OSError:
             pass
     return ev
-
-
-def remove_tree(path: Path) -> None:
-    shutil.rmtree(path, ignore_errors=True)

@@ -161,12 +161,16 @@ class TimingSteps:
                                     f"values (allowed {verdict.allowed:.0%} for the clock's resolution at this size): "
                                     f"timing not corroborated, quarantined")
 
-    def own_kernel_share(self, result: CaseResult) -> None:
+    def own_kernel_share(self, case: Case, index: int, secret: int, result: CaseResult) -> None:
         """Device time in the candidate's own Triton kernels, against the baseline's share (GPU only)."""
         own = {k.split(":")[1] for k in self._own(result.launched)}
-        reply_c, reply_b = self.candidate.request("profile"), self.oracle.request("profile")
-        if not (reply_c.get("ok") and reply_b.get("ok")):
-            return
+        bank = self._bank_request(case, 1, trial_seed(secret, 70_000, index))
+        reply_b = self.oracle.request("profile", **bank)
+        reply_c = self.candidate.request("profile", **bank)
+        if not reply_b.get("ok"):
+            return  # no profiler on this machine: the launch record stands alone
+        if not reply_c.get("ok"):
+            raise Refusal("kernel", f"{result.case}: the candidate's kernels could not be profiled: {reply_c.get('error')}")
         share_c = _share(reply_c["kernels"], own)
         share_b = _share(reply_b["kernels"], None)
         result.own_kernel_share = share_c

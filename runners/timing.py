@@ -17,11 +17,7 @@ from collections.abc import Callable
 
 import torch
 
-
-def _flat(out) -> list:
-    if isinstance(out, (tuple, list)):
-        return [x for item in out for x in _flat(item)]
-    return [out]
+from .compare import flatten
 
 
 def commitments(outputs: list, buffers: dict | None = None) -> list[int]:
@@ -29,7 +25,7 @@ def commitments(outputs: list, buffers: dict | None = None) -> list[int]:
     batched kernels (a multi-tensor copy into one block, then one reduction; no launch per slot). A worker
     that returns these before showing any output has committed to outputs it must already have computed; the
     judge recomputes them from the outputs it is shown. ``buffers`` keeps the blocks between calls."""
-    flats = [_flat(out) for out in outputs]
+    flats = [flatten(out) for out in outputs]
     if not flats:
         return []
     device = next((t.device for f in flats for t in f if isinstance(t, torch.Tensor)), torch.device("cpu"))
