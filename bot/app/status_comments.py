@@ -55,12 +55,13 @@ class StatusReporter:
     def update(self, job: Job, force: bool = False) -> None:
         if not job.status_comment_id or not job.issue_number:
             return
-        body = render(self.ctx, job)
         with self._lock:
             state, at, last_body = self._last.get(job.id, ("", 0.0, ""))
+        if not force and state == job.state and time.monotonic() - at < self.ctx.settings.status_interval:
+            return  # throttled: no need to render (which reads the report) a body that would not be sent
+        body = render(self.ctx, job)
+        with self._lock:
             if body == last_body:
-                return
-            if not force and state == job.state and time.monotonic() - at < self.ctx.settings.status_interval:
                 return
             self._last[job.id] = (job.state, time.monotonic(), body)
         try:
