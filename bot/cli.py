@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import NoReturn
 
 import typer
 from rich.console import Console
@@ -79,22 +80,29 @@ def optimize(
     try:
         check_options(opts.models, opts.preset, opts.operators, opts.limits)
     except ValueError as exc:
-        console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
-        raise typer.Exit(code=2) from None
-    columns = [SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TextColumn("failures {task.fields[failures]}"), TextColumn("best {task.fields[best]}"),
-               TimeElapsedColumn()]
+        _fail(exc)
     try:
-        with Progress(*columns, console=console) as progress:
+        with _progress_bar() as progress:
             result = run_as_job(opts, run, RichProgress(progress))  # the App's job, run locally
     except UserError as exc:
-        console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
-        raise typer.Exit(code=2) from None
+        _fail(exc)
     console.print(f"[bold]{result.verdict.replace('_', ' ')}[/]: {result.report['reason'] or 'see the report'}",
                   highlight=False, soft_wrap=True)
     if result.applied_commit:
         console.print(f"committed {result.applied_commit[:12]} on branch {result.report['applied']['branch']}")
     console.print(f"report: {result.out / 'report.md'}")
+
+
+def _fail(exc: Exception) -> NoReturn:
+    """Print a user-facing error and exit with status 2."""
+    console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code=2) from None
+
+
+def _progress_bar() -> Progress:
+    return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TextColumn("failures {task.fields[failures]}"), TextColumn("best {task.fields[best]}"),
+                    TimeElapsedColumn(), console=console)
 
 
 @app.command("serve")
@@ -109,8 +117,7 @@ def serve(host: str = typer.Option("0.0.0.0", help="Address to listen on."),
     try:
         settings = from_env()
     except UserError as exc:
-        console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
-        raise typer.Exit(code=2) from None
+        _fail(exc)
     from .app.service import serve as run_service
 
     run_service(settings, host, port)
@@ -124,8 +131,7 @@ def list_kernels(target: Path = typer.Argument(..., help="Checkout of the target
     try:
         config = load_config(target)
     except UserError as exc:
-        console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
-        raise typer.Exit(code=2) from None
+        _fail(exc)
     for name, k in config.kernels.items():
         typer.echo(f"{name}\t{k.path}:{k.entry}\ttest {k.test}\t{len(k.shapes)} shapes x {len(k.dtypes)} dtypes")
 
@@ -139,20 +145,16 @@ def resume(run_dir: Path = typer.Argument(..., help="The --out folder of an inte
     try:
         job, store_copy = load_job(run_dir)
     except (OSError, ValueError) as exc:
-        console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
-        raise typer.Exit(code=2) from None
+        _fail(exc)
     from .optimize import OptimizeOptions
     from .optimize import optimize as run
 
     opts = OptimizeOptions(**{**job, "overwrite": True, "resume_from": store_copy})
     try:
-        with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                      TextColumn("failures {task.fields[failures]}"), TextColumn("best {task.fields[best]}"),
-                      TimeElapsedColumn(), console=console) as progress:
+        with _progress_bar() as progress:
             result = run(opts, RichProgress(progress))
     except UserError as exc:
-        console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
-        raise typer.Exit(code=2) from None
+        _fail(exc)
     console.print(f"[bold]{result.verdict.replace('_', ' ')}[/]: {result.report['reason'] or 'see the report'}")
     console.print(f"report: {result.out / 'report.md'}")
 
@@ -170,8 +172,7 @@ def export_training_data(
     try:
         counts = export(run_dirs, format, out)
     except (OSError, ValueError) as exc:
-        console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
-        raise typer.Exit(code=2) from None
+        _fail(exc)
     for task, n in counts.items():
         typer.echo(f"{task}\t{n} records\t{out / (task + '.' + format + '.jsonl')}")
 
@@ -195,8 +196,7 @@ def kernelbench(
     try:
         summary = run_kernelbench(tasks, out, resolve_backend(backend), models, preset, budget, seed)
     except (OSError, ValueError) as exc:
-        console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
-        raise typer.Exit(code=2) from None
+        _fail(exc)
     for level, row in summary["levels"].items():
         typer.echo(f"{level}\ttasks {row['tasks']}\tcorrect {row['correctness_rate']:.2f}\t"
                    f"fast_1 {row['fast_1'] if row['fast_1'] is not None else 'not timed'}\t"
@@ -243,8 +243,7 @@ def init_config(
         recorder = _init_capture(target, backend, python) if capture else None
         props = proposals(target, recorder, only or None)
     except UserError as exc:
-        console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
-        raise typer.Exit(code=2) from None
+        _fail(exc)
     if not props:
         console.print("no kernel entry is reached by a test; `kernelsmith scan` shows what is missing")
         raise typer.Exit(code=1)
