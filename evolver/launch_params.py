@@ -16,6 +16,8 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
+from runners.policy import decorator_names
+
 WARPS = ("1", "2", "4", "8", "16", "32")
 NUM_STAGES = ("1", "2", "3", "4")
 MAX_PINS = 24  # at most this many single-config choices per autotuned kernel
@@ -44,20 +46,12 @@ class Knob:
         return text if text is not None else "(default)"
 
 
-def _decorator_names(fn: ast.FunctionDef) -> set[str]:
-    names = set()
-    for dec in fn.decorator_list:
-        target = dec.func if isinstance(dec, ast.Call) else dec
-        names.add(target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", ""))
-    return names
-
-
 def jit_kernels(tree: ast.Module) -> dict[str, bool]:
     """Names of ``@triton.jit`` functions, mapped to whether they are also autotuned."""
     kernels = {}
     for node in tree.body:
         if isinstance(node, ast.FunctionDef):
-            decs = _decorator_names(node)
+            decs = decorator_names(node)
             if "jit" in decs:
                 kernels[node.name] = "autotune" in decs
     return kernels

@@ -137,6 +137,15 @@ def check_source(source: str, baseline: str, entry: str) -> list[PolicyViolation
     return found
 
 
+def decorator_names(fn: ast.FunctionDef) -> set[str]:
+    """The last name of each decorator (``triton.jit`` and ``jit`` are both ``jit``)."""
+    names = set()
+    for dec in fn.decorator_list:
+        target = dec.func if isinstance(dec, ast.Call) else dec
+        names.add(target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", ""))
+    return names
+
+
 def defines_triton_kernel(source: str) -> bool:
     """Whether the module defines a ``@triton.jit`` function (decorated directly, or under autotune or
     heuristics). A first, static half of the rule that a candidate must launch a kernel of its own; the judge
@@ -145,11 +154,4 @@ def defines_triton_kernel(source: str) -> bool:
         tree = ast.parse(source)
     except SyntaxError:
         return True  # the syntax error is reported on its own
-    for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef):
-            for dec in node.decorator_list:
-                target = dec.func if isinstance(dec, ast.Call) else dec
-                name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
-                if name == "jit":
-                    return True
-    return False
+    return any(isinstance(node, ast.FunctionDef) and "jit" in decorator_names(node) for node in ast.walk(tree))
