@@ -87,3 +87,52 @@ def test_the_oracles_revealed_outputs_cannot_be_overwritten_on_the_gpu(gpu_attac
 def test_forged_samples_at_decode_sizes_are_not_corroborated(gpu_attack_evaluator):
     ev = _evaluate(gpu_attack_evaluator, "forges_samples_at_decode.py")
     assert not ev.ok and ev.stage == "timing", _summary(ev)
+
+
+# ---- second round (tests/test_judge_attacks_round2.py has the CPU side) -------------------------------------
+# The xfail marks below are predictions made without a GPU (from the judge's code and the CPU stand-in): an
+# XPASS(strict) means the judge already refuses that attack on the H200; then drop the mark.
+
+@pytest.mark.xfail(strict=True, reason=(
+    "runners/judge_clock.py _corroborate: the warm-up refill's seed is `seed ^ 0x5A5A`; the worker derives the "
+    "timed pass's seed, runs the pass inside `refill` and answers `window` at once: the judge's clock sees an "
+    "empty pass and corroborates a fake 1.67x at every case that fits in L2. Fix: an independent warm-up seed"))
+def test_the_window_seed_cannot_be_derived_on_the_gpu(gpu_attack_evaluator):
+    ev = _evaluate(gpu_attack_evaluator, "derives_window_seed.py")
+    assert not ev.ok and ev.stage == "timing", _summary(ev)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "runners/judge_clock.py time_case: `float(reply['us'])` unchecked; a negative claimed speedup passes "
+    "corroborate and implausible, ok, and Evaluation.fitness raises. Fix: samples must be finite and > 0"))
+def test_negative_sample_times_are_refused_on_the_gpu(gpu_attack_evaluator):
+    ev = _evaluate(gpu_attack_evaluator, "negative_sample_times.py")
+    assert not ev.ok and ev.stage == "timing", _summary(ev)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "runners/worker.py profile: the own-kernel share is a fresh direct call under torch.profiler in the "
+    "candidate's process; the candidate asks torch._C._autograd._profiler_enabled() and runs its Triton kernel "
+    "only then (torch elsewhere, one-row launch of its kernel for the launch record). Fix: profile a replay "
+    "of the captured timing graph (kernels fixed at capture) or from outside the candidate's process"))
+def test_a_kernel_that_runs_only_under_the_profiler_is_refused(gpu_attack_evaluator):
+    ev = _evaluate(gpu_attack_evaluator, "detects_the_profiler.py")
+    assert not ev.ok and ev.stage == "kernel", _summary(ev)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "runners/judge.py evaluate: the own-kernel share is profiled on the case that moves the most bytes only; "
+    "torch with a token launch passes the launch record at every other (decode) size. Fix: profile every case"))
+def test_torch_at_the_unprofiled_sizes_is_refused(gpu_attack_evaluator):
+    ev = _evaluate(gpu_attack_evaluator, "torch_below_the_largest_case.py")
+    assert not ev.ok and ev.stage == "kernel", _summary(ev)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "runners/judge_clock.py corroborate: at decode sizes the allowance holds the window's whole fixed extra "
+    "(about the oracle's pass), so samples from a graph that skips every fifth call (told apart from the window's "
+    "graph by the size of the slots' block, no handler patched) claim 1.25x and are corroborated. Fix: as for "
+    "forges_samples_at_decode.py, plus the samples taken from the graph whose outputs are checked"))
+def test_work_skipped_only_in_the_samples_graph_is_refused(gpu_attack_evaluator):
+    ev = _evaluate(gpu_attack_evaluator, "skips_calls_in_the_samples_graph.py")
+    assert not ev.ok and ev.stage == "timing", _summary(ev)
