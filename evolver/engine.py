@@ -17,6 +17,7 @@ from pathlib import Path
 from .archive import Archive
 from .budget import PRESETS, Budget
 from .candidate import Candidate
+from .inductor_seed import SEED, InductorCode, capture, from_capture, reference_source
 from .llm_operators import LLMOperator
 from .loop import Search, SearchConfig, SearchSummary
 from .operators import LaunchTuner
@@ -44,6 +45,8 @@ class EngineOptions:
     temperature: float | None = None
     top_p: float | None = None
     token_budget: int = 16000  # prompt tokens
+    inductor_timeout_s: float = 240.0  # generating torch.compile's code for the reference (GPU only)
+    inductor_code: Path | None = None  # a recorded capture (evolver/inductor_capture.py's JSON) to offer instead
     resume_from: Path | None = None  # a run store to continue from
     job: dict = field(default_factory=dict)  # the caller's options, saved for `kernelsmith resume`
 
@@ -108,9 +111,13 @@ def new_archive(opts: EngineOptions) -> Archive:
     return Archive(islands=_islands(opts))
 
 
+def _operator_names(opts: EngineOptions, llm: bool) -> list[str]:
+    return opts.operators or (["tuner", *LLM_OPERATORS] if llm else ["tuner"])
+
+
 def _operators(opts: EngineOptions, builder_factory, ensemble, temperature, top_p, baseline: str,
                entry: str) -> list:
-    names = opts.operators or (["tuner", *LLM_OPERATORS] if ensemble else ["tuner"])
+    names = _operator_names(opts, ensemble is not None)
     ops = []
     for name in names:
         if name == "tuner":
@@ -122,6 +129,40 @@ def _operators(opts: EngineOptions, builder_factory, ensemble, temperature, top_
         else:
             raise ValueError(f"unknown operator {name!r}: use tuner, rewrite or diff")
     return ops
+
+
+def _inductor_code(evaluator, opts: EngineOptions, store: RunStore, out: Path) -> InductorCode | None:
+    """torch.compile's Triton code for the config's reference: from the run store on resume (the prompts stay the
+    same), from a recording, or generated now on the GPU. None when the config names no reference."""
+    spec = evaluator.spec
+    if not spec.reference:
+        return None
+    saved = store.get("inductor")
+    if saved:
+        return InductorCode.from_dict(saved)
+    if opts.inductor_code:
+        try:
+            code = from_capture(json.loads(Path(opts.inductor_code).read_text()), spec.reference)
+        except (OSError, ValueError) as exc:
+            code = InductorCode(False, f"the recorded code {opts.inductor_code} could not be read: {exc}",
+                                spec.reference)
+    else:
+        bundle = getattr(evaluator, "bundle", None) or Path(out) / "bundle"
+        backend = getattr(evaluator.backend, "name", evaluator.backend)
+        code = capture(bundle, spec, str(backend), out, timeout=opts.inductor_timeout_s)
+    store.put("inductor", code.to_dict())
+    return code
+
+
+def _seed_summary(code: InductorCode | None, archive: Archive) -> dict | None:
+    """What became of torch.compile's code: offered or why not, the seeds made from it and how they did."""
+    if code is None:
+        return None
+    seeds = [c for c in archive.candidates if c.genome.get("seed") == SEED]
+    return {"offered": code.available, "reason": code.reason, "reference": code.reference, "case": code.case,
+            "kernels": [k.name for k in code.kernels], "seeds": len(seeds),
+            "seeds_correct": sum(1 for c in seeds if c.correct),
+            "best_seed_fitness": max((c.fitness for c in seeds if c.correct and c.fitness), default=None)}
 
 
 def run_search(evaluator, baseline: Candidate, opts: EngineOptions, out: Path, seed: int,
@@ -139,8 +180,18 @@ def run_search(evaluator, baseline: Candidate, opts: EngineOptions, out: Path, s
     in_flight = opts.in_flight or (4 if islands > 1 or ensemble else 1)
     device = baseline.evaluation.env.device if baseline.evaluation and baseline.evaluation.env else None
 
+    store_path = Path(out) / STORE_FILE
+    if opts.resume_from and Path(opts.resume_from).resolve() != store_path.resolve():
+        shutil.copyfile(opts.resume_from, store_path)
+    store = RunStore(store_path)
+    names = _operator_names(opts, ensemble is not None)
+    inductor = _inductor_code(evaluator, opts, store, out) if ensemble and "rewrite" in names else None
+    bundle = getattr(evaluator, "bundle", None)
+    ref_source = reference_source(bundle, evaluator.spec.reference) if bundle and ensemble else ""
+
     def builder():
-        return PromptBuilder(evaluator.spec, evaluator.baseline, evaluator.backend, device, opts.token_budget)
+        return PromptBuilder(evaluator.spec, evaluator.baseline, evaluator.backend, device, opts.token_budget,
+                             reference_source=ref_source, inductor=inductor)
 
     entry = evaluator.spec.entry
     operators = _operators(opts, builder, ensemble, temperature, top_p, baseline.source, entry)
@@ -148,10 +199,6 @@ def run_search(evaluator, baseline: Candidate, opts: EngineOptions, out: Path, s
         LaunchTuner(baseline.source, entry=entry)
     archive = archive if archive is not None else Archive(islands=islands)
     archive.add(baseline)
-    store_path = Path(out) / STORE_FILE
-    if opts.resume_from and Path(opts.resume_from).resolve() != store_path.resolve():
-        shutil.copyfile(opts.resume_from, store_path)
-    store = RunStore(store_path)
     config = SearchConfig(Budget(evaluations=opts.budget, rounds=rounds, wall_s=opts.wall_s, tokens=opts.tokens,
                                  money=opts.money, stagnation=opts.stagnation),
                           in_flight=in_flight, round_size=islands)
@@ -187,7 +234,8 @@ def run_search(evaluator, baseline: Candidate, opts: EngineOptions, out: Path, s
         {"stop": summary.stop, "evaluated": summary.evaluated, "duplicates_rejected": summary.duplicates_rejected,
          "rejected_proposals": summary.rejected_proposals, "models": summary.usage,
          "operators": [op.name for op in operators], "islands": islands, "migrations": archive.migrations,
-         "best": archive.best_correct().id if archive.best_correct() else None}, indent=2))
+         "best": archive.best_correct().id if archive.best_correct() else None,
+         "torch_compile": _seed_summary(inductor, archive)}, indent=2))
     return Engine(archive, summary, ChangeDescriber(tuner), store)
 
 

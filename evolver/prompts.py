@@ -12,6 +12,7 @@ from runners.task import TaskSpec
 
 from .candidate import Candidate
 from .edits import START
+from .inductor_seed import HELPERS, InductorCode
 from .providers.base import Prompt
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates" / "prompts"
@@ -66,16 +67,23 @@ def _status(c: Candidate) -> str:
 
 class PromptBuilder:
     def __init__(self, spec: TaskSpec, baseline: str, backend, device: str | None = None,
-                 token_budget: int = 16000, feedback_chars: int = 1200):
+                 token_budget: int = 16000, feedback_chars: int = 1200, reference_source: str = "",
+                 inductor: InductorCode | None = None, inductor_chars: int = 6000):
         env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), keep_trailing_newline=True,
                                  undefined=jinja2.StrictUndefined)
         self.step = env.get_template("step.j2")
         self.system = env.get_template("system.j2").render().strip()
         self.has_region = START in baseline
+        self.entry = spec.entry
         self.static = env.get_template("task.j2").render(
             spec=spec, has_region=self.has_region, baseline=baseline.rstrip(),
             tolerances={d: spec.tolerance(d) for d in sorted({c.dtype for c in spec.cases})},
-            written=", ".join(spec.written), hardware=hardware_facts(device, backend))
+            written=", ".join(spec.written), hardware=hardware_facts(device, backend),
+            reference=getattr(spec, "reference", None) or "", reference_source=reference_source.rstrip(),
+            inductor=inductor, inductor_text=inductor.prompt_text(inductor_chars) if inductor and inductor.available
+            else "", helpers="; ".join(f"`{k.rstrip('.')}` → {HELPERS[k]}" for k in (
+                inductor.helpers_used() if inductor and inductor.available else ())))
+        self.inductor = inductor if inductor is not None and inductor.available else None
         self.token_budget = token_budget
         self.feedback_chars = feedback_chars
 
@@ -111,7 +119,8 @@ class PromptBuilder:
                 parent=parent, parent_status=_status(parent), rows=self.rows(parent),
                 failures=[self.failure(f, limit) for f in fails],
                 inspirations=[{"id": c.id, "status": _status(c), "source": c.source} for c in insp],
-                kind=kind, has_region=self.has_region, retry=_trim(retry, 2000) if retry else "")
+                kind=kind, has_region=self.has_region, retry=_trim(retry, 2000) if retry else "",
+                entry=self.entry)
             if estimate_tokens(dynamic) <= budget:
                 break
             if insp:

@@ -1,0 +1,118 @@
+"""Run in a subprocess: compile the config's torch reference with torch.compile and write the code inductor
+generated for it, as JSON, to a file.
+
+    python -m evolver.inductor_capture BUNDLE OUT_JSON [--case ID] [--cpu-triton]
+
+Imports only the standard library, torch and runners (it may run in the target's own Python). Inductor
+emits Triton only for a GPU, so the reference runs on CUDA. ``--cpu-triton`` is for machines without a GPU
+(tests, recordings): inductor's Triton backend for the CPU generates the code and nothing runs; it patches
+one torch internal (the backend hash needs a Triton driver) and may stop working with another torch.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import sys
+import traceback
+from pathlib import Path
+
+
+def _case(spec, wanted: str | None):
+    """The wanted case, else the one with the most tensor elements (where tiling matters most)."""
+    from runners.inputs import case_shapes
+
+    if wanted:
+        for case in spec.cases:
+            if case.id == wanted:
+                return case
+        raise ValueError(f"no case {wanted!r}")
+
+    def size(case) -> int:
+        total = 0
+        for shape in case_shapes(spec.args, case).values():
+            n = 1
+            for d in shape:
+                n *= d
+            total += n
+        return total
+
+    return max(spec.cases, key=size)
+
+
+def _reference(bundle: Path, reference: str):
+    from runners.task import REFERENCE_DIR
+
+    file, func = reference.split(":")
+    path = bundle / REFERENCE_DIR / file
+    mod_spec = importlib.util.spec_from_file_location("ks_reference", path)
+    module = importlib.util.module_from_spec(mod_spec)
+    mod_spec.loader.exec_module(module)
+    return getattr(module, func)
+
+
+def _capture_cuda(fn, kwargs: dict) -> list[str]:
+    import torch
+    from torch._inductor.utils import run_and_get_code
+
+    _, codes = run_and_get_code(torch.compile(fn, dynamic=False), **kwargs)
+    return list(codes)
+
+
+def _capture_cpu_triton(fn, kwargs: dict) -> list[str]:
+    import torch
+    import torch._inductor.config as config
+    import torch.utils._triton as torch_triton
+    from torch._inductor.graph import GraphLowering
+
+    config.cpu_backend = "triton"
+    config.compile_threads = 1
+    torch_triton.triton_hash_with_backend = lambda: "0" * 64  # needs a driver; only a cache key
+    codes: list[str] = []
+    GraphLowering.save_output_code = staticmethod(codes.append)
+    try:
+        torch.compile(fn, dynamic=False)(**kwargs)
+    except Exception:  # noqa: BLE001 - the generated code cannot run here; it was saved before loading
+        if not codes:
+            raise
+    return codes
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("bundle", type=Path)
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--case")
+    parser.add_argument("--cpu-triton", action="store_true")
+    args = parser.parse_args(argv)
+    result: dict = {"ok": False}
+    try:
+        import torch
+
+        from runners.inputs import make_inputs
+        from runners.task import read_task
+
+        spec = read_task(args.bundle)
+        for path in reversed(spec.import_paths):
+            sys.path.insert(0, path)
+        if not spec.reference:
+            raise ValueError("the task names no torch reference")
+        case = _case(spec, args.case)
+        device = "cpu" if args.cpu_triton else "cuda"
+        if device == "cuda" and not torch.cuda.is_available():
+            raise RuntimeError("no CUDA device: inductor emits Triton only for a GPU")
+        fn = _reference(args.bundle, spec.reference)
+        kwargs = make_inputs(spec.args, case, device, seed=0)
+        codes = _capture_cpu_triton(fn, kwargs) if args.cpu_triton else _capture_cuda(fn, kwargs)
+        if not codes:
+            raise RuntimeError("torch.compile produced no generated code (a cache hit or a graph with no kernel)")
+        result = {"ok": True, "case": case.id, "device": device, "torch": torch.__version__, "codes": codes}
+    except Exception as exc:  # noqa: BLE001 - reported to the parent, which carries on without it
+        result = {"ok": False, "error": f"{type(exc).__name__}: {str(exc)[:500]}",
+                  "trace": traceback.format_exc()[-2000:]}
+    args.out.write_text(json.dumps(result))
+    return 0 if result["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
