@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import os
 import platform
 import random
 import statistics
@@ -35,6 +36,7 @@ from runners.extract import build_bundle
 from runners.sandbox import Evaluator, copy_reference
 
 EXAMPLE = ROOT / "examples" / "tinyserve"
+BACKEND = "triton"  # --backend interpret: a dry run of this script on the CPU (its times mean nothing)
 KERNELS = ["rms_norm", "silu_and_mul", "apply_rotary_pos_emb", "softmax", "layer_norm"]
 
 
@@ -57,18 +59,19 @@ def part_a(runs: int, kernels: list[str], save=lambda partial: None) -> dict:
         bundle = bundle_for(name)
         per_run = []
         for run in range(runs):
-            with Evaluator(bundle, "triton", timeout=600, trials=1) as ev:
+            with Evaluator(bundle, BACKEND, timeout=600, trials=1) as ev:
                 r = ev.evaluate(ev.baseline, seed=1000 + run, reference=(run == 0))
             if not r.ok:
                 per_run.append({"error": f"{r.stage}: {r.error[:300]}"})
                 if not any("error" not in x for x in per_run) and len(per_run) >= 2:
                     raise SystemExit(f"part a: {name} fails twice in a row, stopping: {r.stage}: {r.error[:600]}")
                 continue
-            per_run.append({c.case: {"speedup": c.speedup, "baseline_us": c.baseline_us, "judge_ratio": c.judge_ratio,
-                                     "spread": [c.baseline_spread, c.candidate_spread], "samples": c.samples,
-                                     "slots": c.slots, "reference_us": c.reference_us} for c in r.cases})
+            per_run.append({"_gpu": gpu_state(), **{c.case: {
+                "speedup": c.speedup, "baseline_us": c.baseline_us, "judge_ratio": c.judge_ratio,
+                "spread": [c.baseline_spread, c.candidate_spread], "samples": c.samples,
+                "slots": c.slots, "reference_us": c.reference_us} for c in r.cases}})
         good = [r for r in per_run if "error" not in r]
-        cases = sorted({c for r in good for c in r})
+        cases = sorted({c for r in good for c in r if c != "_gpu"})
         summary = {}
         for case in cases:
             sp = [r[case]["speedup"] for r in good if case in r]
@@ -90,9 +93,22 @@ SLOWER_PATCH = ("    x = tl.load(x_ptr + row * stride_x_row + offs, mask=mask, o
                 "    x = x + tl.where(tl.sum(extra, axis=0) != tl.sum(extra, axis=0), 1.0, 0.0)\n"))
 
 
-def part_b(pairs: int) -> dict:
+def smi(*args: str) -> str:
+    try:
+        return subprocess.run(["nvidia-smi", *args], capture_output=True, text=True, check=False).stdout.strip()
+    except FileNotFoundError:
+        return "no nvidia-smi"
+
+
+def gpu_state() -> str:
+    """SM and memory clocks, temperature and power right after a run (to explain drift between runs)."""
+    return smi("--query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw", "--format=csv,noheader",
+               "-i", os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0])
+
+
+def part_b(pairs: int, save=lambda partial: None) -> dict:
     bundle = bundle_for("rms_norm", shapes=[{"T": 4096, "H": 4096}], dtypes=["float16"])
-    with Evaluator(bundle, "triton", timeout=600, trials=1) as ev:
+    with Evaluator(bundle, BACKEND, timeout=600, trials=1) as ev:
         slower = ev.baseline.replace(*SLOWER_PATCH)
         assert slower != ev.baseline
         ratios, errors = [], []
@@ -102,27 +118,34 @@ def part_b(pairs: int) -> dict:
                 errors.append(f"{r.stage}: {r.error[:300]}")
                 continue
             ratios.append(r.cases[0].speedup)
+            if i % 10 == 9:
+                save(summary_b(pairs, ratios, errors))
+    return summary_b(pairs, ratios, errors)
+
+
+def summary_b(pairs: int, ratios: list[float], errors: list[str]) -> dict:
     return {"case": "T=4096,H=4096/float16", "pairs": pairs, "evaluated": len(ratios),
             "ranked_slower": sum(1 for x in ratios if x < 1.0),
             "mean_slowdown": 1 - statistics.mean(ratios) if ratios else None, "speedups": ratios, "errors": errors}
 
 
-def part_c(runs: int) -> dict:
+def part_c(runs: int, save=lambda partial: None) -> dict:
     bundle = bundle_for("layer_norm")
     results = []
     for run in range(runs):
-        with Evaluator(bundle, "triton", timeout=600, trials=1) as ev:
+        with Evaluator(bundle, BACKEND, timeout=600, trials=1) as ev:
             copy = ev.baseline + "\n# a copy of the kernel module\n"
             r = ev.evaluate(copy, seed=9000 + run)
         results.append({"ok": r.ok, "error": r.error[:300],
                         "cases": {c.case: {"speedup": c.speedup, "autotune": c.autotune} for c in r.cases}})
-    sp = [c["speedup"] for r in results if r["ok"] for c in r["cases"].values()]
+        save({"runs": results})
+    sp = [c["speedup"] for r in results if r["ok"] for c in r["cases"].values() if c["speedup"] is not None]
     return {"runs": results, "min": min(sp) if sp else None, "max": max(sp) if sp else None}
 
 
-def part_d(count: int) -> dict:
+def part_d(count: int, save=lambda partial: None) -> dict:
     bundle = bundle_for("rms_norm")
-    with Evaluator(bundle, "triton", timeout=600, trials=2) as ev:
+    with Evaluator(bundle, BACKEND, timeout=600, trials=2) as ev:
         knobs = find_knobs(ev.baseline)
         rng = random.Random(3)
         sources = []
@@ -138,6 +161,7 @@ def part_d(count: int) -> dict:
             r = ev.evaluate(src, seed=100 + i)
             rows.append({"ok": r.ok, "stage": r.stage, "duration_s": r.duration_s, "phases": r.phases,
                          "fitness": r.fitness})
+            save({"rows": rows, "wall_s_so_far": time.perf_counter() - t0})
         wall = time.perf_counter() - t0
     phases = {k: statistics.mean(r["phases"].get(k, 0.0) for r in rows) for k in
               ("worker", "load", "correctness", "timing", "recheck")}
@@ -152,9 +176,9 @@ def environment() -> dict:
     import torch
     import triton
 
-    smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                         capture_output=True, text=True, check=False).stdout.strip()
-    return {"device": torch.cuda.get_device_name(), "nvidia_smi": smi, "torch": torch.__version__,
+    return {"device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
+            "nvidia_smi": smi("--query-gpu=name,driver_version", "--format=csv,noheader"),
+            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"), "torch": torch.__version__,
             "triton": triton.__version__, "cuda": torch.version.cuda, "python": platform.python_version(),
             "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
 
@@ -167,18 +191,22 @@ def main() -> None:
     ap.add_argument("--pairs", type=int, default=100)
     ap.add_argument("--candidates", type=int, default=30)
     ap.add_argument("--kernels", default=",".join(KERNELS))
+    ap.add_argument("--backend", default="triton")
     args = ap.parse_args()
+    global BACKEND
+    BACKEND = args.backend
     args.out.mkdir(parents=True, exist_ok=True)
     result = {"environment": environment()}
     path = args.out / "evaluator.json"
     for part in args.parts.split(","):
         t0 = time.perf_counter()
-        def save_a(partial: dict) -> None:
-            result["a"] = partial
+        def save(partial: dict, part: str = part) -> None:  # what finished, should the run be cut short
+            result[part] = partial
             path.write_text(json.dumps(result, indent=1, default=str))
 
-        result[part] = {"a": lambda: part_a(args.runs, args.kernels.split(","), save_a), "b": lambda: part_b(args.pairs),
-                        "c": lambda: part_c(args.runs), "d": lambda: part_d(args.candidates)}[part]()
+        result[part] = {"a": lambda: part_a(args.runs, args.kernels.split(","), save),
+                        "b": lambda: part_b(args.pairs, save), "c": lambda: part_c(args.runs, save),
+                        "d": lambda: part_d(args.candidates, save)}[part]()
         result[part]["seconds"] = time.perf_counter() - t0
         path.write_text(json.dumps(result, indent=1, default=str))
         print(f"part {part} done in {result[part]['seconds']:.0f} s", flush=True)

@@ -5,7 +5,7 @@
 set -uo pipefail
 DEST=${DEST:-runs/evaluator-gpu}
 cd "$(dirname "$0")/.."
-if [ -d .whl ]; then  # wheels carried to a machine without a registry (see the device notes in README)
+if [ -d .whl ] && [ -z "${SKIP_WHEELS:-}" ]; then  # wheels carried to a machine without a registry (see the device notes in README)
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
   export PYTHONPATH=/tmp/site
 fi

@@ -18,7 +18,7 @@ PY=${PY:-python3}
 DEST=$(mktemp -d)
 PACK=$(realpath -m "${PACK:-runs/real-repo}")
 mkdir -p "$PACK"
-if [ -d .whl ] && [ "$BACKEND" = triton ]; then  # wheels carried to a machine without a package index
+if [ -d .whl ] && [ "$BACKEND" = triton ] && [ -z "${SKIP_WHEELS:-}" ]; then  # wheels carried to a machine without a package index
   $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
   export PYTHONPATH=/tmp/site
 fi
