@@ -347,7 +347,7 @@ def optimize(opts: OptimizeOptions, progress: Progress | None = None) -> Optimiz
             search={"budget": opts.budget, "evaluated": summary.evaluated, "failures": summary.failures,
                     "duplicates_rejected": summary.duplicates_rejected, "exhausted": summary.exhausted,
                     "best_fitness": best.fitness if best else None, "seed": job.seed,
-                    "knobs": [k.key for k in tuner.knobs]},
+                    "knobs": [k.key for k in tuner.knobs], "engine": engine.facts},
             repo_test=decision.repo_test, baseline_repo_test=before, trials=opts.trials,
             held_out_cases=len(job.spec.held_out) if champion else 0,
             target={"root": str(job.target.root), "commit": job.target.commit, "module": job.spec.module,

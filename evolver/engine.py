@@ -17,11 +17,12 @@ from pathlib import Path
 from .archive import Archive
 from .budget import PRESETS, Budget
 from .candidate import Candidate
-from .inductor_seed import SEED, InductorCode, capture, from_capture, reference_source
+from .inductor_seed import InductorCode, capture, from_capture, reference_source
 from .llm_operators import LLMOperator
 from .loop import Search, SearchConfig, SearchSummary
 from .operators import LaunchTuner
 from .prompts import PromptBuilder
+from .search_facts import describe_change, search_facts
 from .providers import Ensemble, load_models
 from .store import STORE_FILE, RunStore
 
@@ -59,8 +60,7 @@ class ChangeDescriber:
 
     def describe(self, genome: dict) -> list[str]:
         if genome.get("model"):
-            return [(f"{genome.get('operator', 'rewrite')} by model {genome['model']} "
-                    f"(accepted after {genome.get('attempts', 1)} attempt(s))")]
+            return [describe_change(genome, genome.get("operator", "rewrite"), genome.get("parent"))]
         return self.tuner.describe(genome)
 
 
@@ -70,6 +70,7 @@ class Engine:
     summary: SearchSummary
     describer: ChangeDescriber
     store: RunStore
+    facts: dict = field(default_factory=dict)  # search.json: operators, models, tokens, cost, the best's origin
 
 
 LIMITS = ("rounds", "wall_s", "tokens", "money", "stagnation")
@@ -154,17 +155,6 @@ def _inductor_code(evaluator, opts: EngineOptions, store: RunStore, out: Path) -
     return code
 
 
-def _seed_summary(code: InductorCode | None, archive: Archive) -> dict | None:
-    """What became of torch.compile's code: offered or why not, the seeds made from it and how they did."""
-    if code is None:
-        return None
-    seeds = [c for c in archive.candidates if c.genome.get("seed") == SEED]
-    return {"offered": code.available, "reason": code.reason, "reference": code.reference, "case": code.case,
-            "kernels": [k.name for k in code.kernels], "seeds": len(seeds),
-            "seeds_correct": sum(1 for c in seeds if c.correct),
-            "best_seed_fitness": max((c.fitness for c in seeds if c.correct and c.fitness), default=None)}
-
-
 def run_search(evaluator, baseline: Candidate, opts: EngineOptions, out: Path, seed: int,
                on_result: Callable[[Candidate], None] = lambda c: None, archive: Archive | None = None,
                evaluate: Callable[[Candidate], object] | list | None = None) -> Engine:
@@ -205,7 +195,13 @@ def run_search(evaluator, baseline: Candidate, opts: EngineOptions, out: Path, s
     # One evaluate callable per GPU (the loop runs one evaluation on each at a time); a job has one for now.
     evaluate = evaluate or (lambda c: evaluator.evaluate(c.source, secrets.randbits(62)))
     devices = list(evaluate) if isinstance(evaluate, (list, tuple)) else [evaluate]
-    search = Search(archive, operators, devices, config, random.Random(seed), store, ensemble, on_result)
+    order: dict[int, int] = {}  # candidate id -> the evaluation that measured it
+
+    def counted(cand: Candidate) -> None:
+        order.setdefault(cand.id, len(order) + 1)
+        on_result(cand)
+
+    search = Search(archive, operators, devices, config, random.Random(seed), store, ensemble, counted)
     state = store.get("state")
     if state:  # resume: the archive, the random and bandit state, the counters; pending candidates re-queued
         if store.get("baseline_sha256") != baseline.sha256:
@@ -215,7 +211,7 @@ def run_search(evaluator, baseline: Candidate, opts: EngineOptions, out: Path, s
             if cand.id != 0 and cand.evaluation is not None:
                 archive.add(cand)
                 search.by_id[cand.id] = cand
-                on_result(cand)
+                counted(cand)
         search.restore(state, [c for c in previous if c.evaluation is None and c.id != 0])
         log.info("resumed: %d evaluated, %d pending", search.n.evaluated, len(search.pending))
     else:
@@ -227,16 +223,14 @@ def run_search(evaluator, baseline: Candidate, opts: EngineOptions, out: Path, s
     log.info("search: operators %s, islands %d, in flight %d, budget %s", [op.name for op in operators], islands,
              in_flight, config.budget.to_dict())
     summary = search.run()
-    for cand in archive.candidates:  # name the operator in the genome, for the report's list of changes
+    for cand in archive.candidates:  # name the operator and parent in the genome, for the list of changes
         if cand.genome.get("model"):
             cand.genome.setdefault("operator", cand.operator)
-    (Path(out) / "search.json").write_text(json.dumps(
-        {"stop": summary.stop, "evaluated": summary.evaluated, "duplicates_rejected": summary.duplicates_rejected,
-         "rejected_proposals": summary.rejected_proposals, "models": summary.usage,
-         "operators": [op.name for op in operators], "islands": islands, "migrations": archive.migrations,
-         "best": archive.best_correct().id if archive.best_correct() else None,
-         "torch_compile": _seed_summary(inductor, archive)}, indent=2))
-    return Engine(archive, summary, ChangeDescriber(tuner), store)
+            cand.genome.setdefault("parent", cand.parent_id)
+    facts = search_facts(summary, search.n, archive, [op.name for op in operators], islands, inductor, order,
+                         {"temperature": temperature, "top_p": top_p})
+    (Path(out) / "search.json").write_text(json.dumps(facts, indent=2, default=str))
+    return Engine(archive, summary, ChangeDescriber(tuner), store, facts)
 
 
 def load_job(run_dir: Path) -> tuple[dict, Path]:

@@ -41,6 +41,8 @@ def test_optimize_with_models_then_export_and_resume(example_repo, tmp_path):
     assert all(r["body"]["temperature"] == 0.6 for r in requests)
     search = json.loads((out / "search.json").read_text())
     assert search["models"][0]["calls"] == len(calls) and search["stop"] == "evaluations"
+    body = (out / "report.md").read_text()  # the PR body tells the LLM search
+    assert f"In all {len(calls)} LLM calls" in body and "| `local-openai` |" in body
     for path in out.rglob("*"):  # the API key reached the server and nothing else
         if path.is_file():
             assert KEY.encode() not in path.read_bytes(), path
