@@ -22,7 +22,7 @@ from bot.config import load_config, task_spec
 from evolver.candidate import Candidate
 from evolver.engine import EngineOptions, new_archive, run_search
 from runners.extract import build_bundle
-from runners.sandbox import Evaluator
+from runners.sandbox import Evaluator, copy_reference
 
 
 def _load_server():
@@ -85,7 +85,7 @@ def run_path(name: str, bundle: Path, backend: str, opts: EngineOptions, out: Pa
     return result
 
 
-def plot(results: dict, path: Path) -> bool:
+def plot(results: dict, path: Path, title: str = "softmax on the H200: tuner vs LLM rewrites (recorded answers)") -> bool:
     try:
         import matplotlib
 
@@ -101,7 +101,7 @@ def plot(results: dict, path: Path) -> bool:
     ax.axhline(1.0, color="grey", linewidth=0.8, linestyle=":")
     ax.set_xlabel("evaluations spent")
     ax.set_ylabel("best geomean speedup over the baseline")
-    ax.set_title("softmax on the H200: tuner vs LLM rewrites (recorded answers)")
+    ax.set_title(title)
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -168,7 +168,8 @@ def main() -> None:
     parser.add_argument("--backend", default="triton")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--script", type=Path, default=ROOT / "tests/llm_server/scripts/softmax_h200.json")
-    parser.add_argument("--paths", default="tuner,llm")
+    parser.add_argument("--paths", default="tuner,llm", help="tuner, llm, seed (rewrites seeded from torch.compile)")
+    parser.add_argument("--inductor-timeout", type=float, default=90.0)
     parser.add_argument("--plot-only", action="store_true", help="re-plot engine.json (and --optimize-run)")
     parser.add_argument("--optimize-run", type=Path, help="an `optimize --models` run folder to plot as well")
     args = parser.parse_args()
@@ -192,6 +193,7 @@ def main() -> None:
     spec = task_spec(args.kernel, load_config(EXAMPLE).kernels[args.kernel], args.backend)
     bundle = args.out / "bundle"
     build_bundle(EXAMPLE, spec, bundle)
+    copy_reference(EXAMPLE, bundle, spec.reference)  # torch.compile's code for it is the LLM's seed
     results = {}
     with RecordedLLM(args.script) as server:
         models = args.out / "models.yaml"
@@ -199,15 +201,22 @@ def main() -> None:
             "name": "recorded-local", "provider": "openai", "model": "recorded", "base_url": server.url + "/v1",
             "timeout_s": 30, "max_retries": 3, "backoff_s": 0.05}]}))
         for name in args.paths.split(","):
-            opts = EngineOptions(budget=args.budget, operators=["tuner"]) if name == "tuner" else \
-                EngineOptions(budget=args.budget, models=models, operators=["rewrite", "diff"], preset="kernel-smith")
+            if name == "tuner":
+                opts = EngineOptions(budget=args.budget, operators=["tuner"])
+            elif name == "seed":  # rewrites only, two islands: each island's first rewrite ports torch.compile's code
+                opts = EngineOptions(budget=args.budget, models=models, operators=["rewrite"], islands=2, in_flight=2,
+                                     preset="kernel-smith", inductor_timeout_s=args.inductor_timeout)
+            else:
+                opts = EngineOptions(budget=args.budget, models=models, operators=["rewrite", "diff"],
+                                     preset="kernel-smith")
             def save(partial, name=name):
                 results[name] = partial
                 (args.out / "engine.json").write_text(json.dumps(results, indent=1, default=str))
 
             save(run_path(name, bundle, args.backend, opts, args.out / name, args.seed, save))
     write_summary(results, args.out / "summary.md")
-    plotted = plot(results, args.out / "best_vs_evaluations.png")
+    plotted = plot(results, args.out / "best_vs_evaluations.png",
+                   f"{args.kernel} on {args.backend}: {', '.join(results)} (recorded answers)")
     print("plot:", plotted, flush=True)
 
 

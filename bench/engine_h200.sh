@@ -4,12 +4,16 @@
 #     answers (real rewrites and broken ones) served by the loopback LLM server: search, champion verification,
 #     repository test, PR report;
 #  2. bench/engine_h200.py: the tuner for the same number of evaluations; best speedup against evaluations
-#     spent for both paths, as a plot and a summary.
+#     spent for both paths, as a plot and a summary;
+#  3. torch.compile's code for rms_norm's reference as the seed of LLM rewrites (SEED_TIMEOUT=0 skips it).
 #   DEST=/tmp/out BUDGET=6 bash bench/engine_h200.sh
 set -uo pipefail
 BUDGET=${BUDGET:-6}
 DEST=${DEST:-runs/engine-h200}
 cd "$(dirname "$0")/.."
+if [ "${BACKEND:-triton}" = interpret ] && [ -x .venv/bin/python3 ]; then
+  export PATH=$PWD/.venv/bin:$PATH SKIP_WHEELS=1  # the CPU check on a development checkout: its own venv
+fi
 if [ -d .whl ] && [ -z "${SKIP_WHEELS:-}" ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
   export PYTHONPATH=/tmp/site
@@ -39,3 +43,16 @@ tail -n 30 "$DEST/bench.log"
 python3 bench/engine_h200.py --out "$DEST/bench" --plot-only --optimize-run "$DEST/optimize-llm"
 rm -rf "$DEST/bench/bundle" "$DEST/optimize-llm/bundle"
 cat "$DEST/bench/summary.md"
+
+# 3. torch.compile's Triton code as a seed: rms_norm's reference compiled by inductor in a subprocess (GPU only; on
+# the interpreter the run says none is offered), then rewrites whose recorded answers port it, on two islands.
+# seed/seed/inductor.json is inductor's output; search.json says what became of the seeds. SEED_TIMEOUT=0 skips it.
+if [ "${SEED_TIMEOUT:-200}" != 0 ]; then
+  timeout "${SEED_TIMEOUT:-200}" python3 bench/engine_h200.py --out "$DEST/seed" --kernel rms_norm --budget 3 \
+    --backend "${BACKEND:-triton}" --paths seed --inductor-timeout "${INDUCTOR_TIMEOUT:-90}" \
+    --script tests/llm_server/scripts/rms_norm_seed.json 2>&1 | grep -v "HTTP Request" > "$DEST/seed.log"
+  tail -n 12 "$DEST/seed.log"
+  rm -rf "$DEST/seed/bundle"
+  python3 -c 'import json, sys; print("torch.compile seed:", json.load(open(sys.argv[1]))["torch_compile"])' \
+    "$DEST/seed/seed/search.json" 2>/dev/null || echo "torch.compile seed: the run did not finish"
+fi

@@ -1,7 +1,7 @@
 """Run in a subprocess: compile the config's torch reference with torch.compile and write the code inductor
 generated for it, as JSON, to a file.
 
-    python -m evolver.inductor_capture BUNDLE OUT_JSON [--case ID] [--cpu-triton]
+    python -m evolver.inductor_capture BUNDLE OUT_JSON [--spec TASK_JSON] [--case ID] [--cpu-triton]
 
 Imports only the standard library, torch and runners (it may run in the target's own Python). Inductor
 emits Triton only for a GPU, so the reference runs on CUDA. ``--cpu-triton`` is for machines without a GPU
@@ -82,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("bundle", type=Path)
     parser.add_argument("out", type=Path)
+    parser.add_argument("--spec", type=Path, help="the TaskSpec as JSON (default: the bundle's task.yaml)")
     parser.add_argument("--case")
     parser.add_argument("--cpu-triton", action="store_true")
     args = parser.parse_args(argv)
@@ -90,9 +91,10 @@ def main(argv: list[str] | None = None) -> int:
         import torch
 
         from runners.inputs import make_inputs
-        from runners.task import read_task
+        from runners.task import TaskSpec, read_task
 
-        spec = read_task(args.bundle)
+        # JSON needs no yaml, which the target's Python may lack
+        spec = TaskSpec.from_dict(json.loads(args.spec.read_text())) if args.spec else read_task(args.bundle)
         for path in reversed(spec.import_paths):
             sys.path.insert(0, path)
         if not spec.reference:

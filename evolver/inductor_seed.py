@@ -163,14 +163,15 @@ def capture(bundle: Path, spec, backend: str, out: Path | None = None, timeout: 
         return InductorCode(False, f"torch.compile emits Triton only for a CUDA device, and this run uses the "
                                    f"{backend} backend, so none is offered", reference)
     with tempfile.TemporaryDirectory(prefix="ks-inductor-") as tmp:
-        result_file = Path(tmp) / "result.json"
+        result_file, spec_file = Path(tmp) / "result.json", Path(tmp) / "task.json"
+        spec_file.write_text(json.dumps(spec.to_dict(), default=str))
         run_env = dict(env if env is not None else _scrubbed(backend))
         run_env.pop("TRITON_INTERPRET", None)
         run_env.update({"PYTHONPATH": os.pathsep.join([str(PROJECT_ROOT), *spec.import_paths]),
                         "TORCHINDUCTOR_CACHE_DIR": str(Path(tmp) / "cache"), "TORCHINDUCTOR_FX_GRAPH_CACHE": "0",
                         "TORCHINDUCTOR_AUTOGRAD_CACHE": "0", "TRITON_CACHE_DIR": str(Path(tmp) / "triton")})
         cmd = [spec.python or sys.executable, "-m", "evolver.inductor_capture", str(Path(bundle).resolve()),
-               str(result_file)] + (["--cpu-triton"] if cpu_triton else [])
+               str(result_file), "--spec", str(spec_file)] + (["--cpu-triton"] if cpu_triton else [])
         try:
             proc = subprocess.run(cmd, env=run_env, cwd=tmp, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
