@@ -168,7 +168,8 @@ def run_search(evaluator, baseline: Candidate, opts: EngineOptions, out: Path, s
     ensemble = Ensemble(load_models(opts.models)) if opts.models else None
     islands = _islands(opts)
     in_flight = opts.in_flight or (4 if islands > 1 or ensemble else 1)
-    device = baseline.evaluation.env.device if baseline.evaluation and baseline.evaluation.env else None
+    env = baseline.evaluation.env if baseline.evaluation else None
+    device, measured = (env.device, env.peak_bandwidth_gbs) if env else (None, None)
 
     store_path = Path(out) / STORE_FILE
     if opts.resume_from and Path(opts.resume_from).resolve() != store_path.resolve():
@@ -181,7 +182,7 @@ def run_search(evaluator, baseline: Candidate, opts: EngineOptions, out: Path, s
 
     def builder():
         return PromptBuilder(evaluator.spec, evaluator.baseline, evaluator.backend, device, opts.token_budget,
-                             reference_source=ref_source, inductor=inductor)
+                             reference_source=ref_source, inductor=inductor, measured_gbs=measured)
 
     entry = evaluator.spec.entry
     operators = _operators(opts, builder, ensemble, temperature, top_p, baseline.source, entry)

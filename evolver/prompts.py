@@ -30,9 +30,18 @@ def estimate_tokens(text: str) -> int:
     return len(text) // CHARS_PER_TOKEN + 1
 
 
-def hardware_facts(device: str | None, backend, warp_size: int | None = None) -> str:
+def hardware_facts(device: str | None, backend, warp_size: int | None = None,
+                   measured_gbs: float | None = None) -> str:
     """Device, SMs, L2, bandwidth and warp width. ``backend`` is a name or a runners backend (its
-    ``warp_size`` wins over the table: 32 on NVIDIA, 64 on MetaX)."""
+    ``warp_size`` wins over the table: 32 on NVIDIA, 64 on MetaX); ``measured_gbs`` is the copy bandwidth the
+    evaluator measured on this device."""
+    facts = _hardware(device, backend, warp_size)
+    if measured_gbs and getattr(backend, "name", backend) != "interpret":
+        facts += f" Copy bandwidth measured on this device: {measured_gbs:.0f} GB/s (bytes read + written)."
+    return facts
+
+
+def _hardware(device: str | None, backend, warp_size: int | None) -> str:
     name = getattr(backend, "name", backend)
     warp_size = warp_size or getattr(backend, "warp_size", None)
     if name == "interpret" or not device:
@@ -68,7 +77,7 @@ def _status(c: Candidate) -> str:
 class PromptBuilder:
     def __init__(self, spec: TaskSpec, baseline: str, backend, device: str | None = None,
                  token_budget: int = 16000, feedback_chars: int = 1200, reference_source: str = "",
-                 inductor: InductorCode | None = None, inductor_chars: int = 6000):
+                 inductor: InductorCode | None = None, inductor_chars: int = 6000, measured_gbs: float | None = None):
         env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), keep_trailing_newline=True,
                                  undefined=jinja2.StrictUndefined)
         self.step = env.get_template("step.j2")
@@ -78,7 +87,7 @@ class PromptBuilder:
         self.static = env.get_template("task.j2").render(
             spec=spec, has_region=self.has_region, baseline=baseline.rstrip(),
             tolerances={d: spec.tolerance(d) for d in sorted({c.dtype for c in spec.cases})},
-            written=", ".join(spec.written), hardware=hardware_facts(device, backend),
+            written=", ".join(spec.written), hardware=hardware_facts(device, backend, measured_gbs=measured_gbs),
             reference=getattr(spec, "reference", None) or "", reference_source=reference_source.rstrip(),
             inductor=inductor, inductor_text=inductor.prompt_text(inductor_chars) if inductor and inductor.available
             else "", helpers="; ".join(f"`{k.rstrip('.')}` → {HELPERS[k]}" for k in (

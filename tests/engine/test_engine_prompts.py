@@ -44,6 +44,9 @@ def test_metax_warps_are_64_wide_and_the_interpreter_says_so():
 
     assert "warp width 64" in hardware_facts("Some MetaX part", get_backend("maca"))  # the backend's own width
     assert "warp width 32" in hardware_facts("NVIDIA H200", get_backend("cuda"))
+    measured = hardware_facts("NVIDIA H200", "triton", measured_gbs=4123.4)
+    assert "132 SMs" in measured and "measured on this device: 4123 GB/s" in measured
+    assert "measured" not in hardware_facts("cpu", "interpret", measured_gbs=10.0)
 
 
 def test_dynamic_part_has_the_parent_table_failures_and_inspirations():
