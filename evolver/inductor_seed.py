@@ -25,6 +25,7 @@ from runners.task import REFERENCE_DIR
 
 log = logging.getLogger("kernelsmith")
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+GPU_BACKENDS = ("triton", "maca")  # torch sees the device as "cuda" on both
 SEED = "torch.compile"  # genome["seed"] of a candidate that ported the generated code
 # Inductor's helpers and what plain Triton offers instead (for the model; the policy refuses the helpers).
 HELPERS = {"triton_helpers.max2": "tl.max", "triton_helpers.min2": "tl.min", "triton_helpers.maximum": "tl.maximum",
@@ -159,7 +160,7 @@ def capture(bundle: Path, spec, backend: str, out: Path | None = None, timeout: 
     reference = spec.reference or ""
     if not reference:
         return InductorCode(False, "the config names no torch `reference:`")
-    if backend != "triton" and not cpu_triton:
+    if backend not in GPU_BACKENDS and not cpu_triton:
         return InductorCode(False, f"torch.compile emits Triton only for a CUDA device, and this run uses the "
                                    f"{backend} backend, so none is offered", reference)
     with tempfile.TemporaryDirectory(prefix="ks-inductor-") as tmp:

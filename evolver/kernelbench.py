@@ -89,16 +89,18 @@ def module_source(task: KBTask) -> str:
 
 
 def build_bundle(task: KBTask, dest: Path):
-    from runners.task import ArgSpec, Case, TaskSpec, Tolerance, write_task
+    from runners.task import REFERENCE_DIR, ArgSpec, Case, TaskSpec, Tolerance, write_task
 
     module = f"{task.name}.py"
-    (dest / "baseline").mkdir(parents=True, exist_ok=True)
-    (dest / "baseline" / module).write_text(module_source(task))
+    for folder in ("baseline", REFERENCE_DIR):  # the task's torch Model is also the reference torch.compile seeds
+        (dest / folder).mkdir(parents=True, exist_ok=True)
+        (dest / folder / module).write_text(module_source(task))
     args = [ArgSpec(name=f"x{i}", shape=inp["shape"], dtype=inp["dtype"]) if "shape" in inp
             else ArgSpec(name=f"x{i}", value=inp["value"]) for i, inp in enumerate(task.inputs)]
     spec = TaskSpec(kernel=task.name, module=module, entry=ENTRY, args=args,
                     cases=[Case(symbols={}, dtype="float32")],
-                    tolerances={"float32": Tolerance(TOLERANCE, TOLERANCE)}, files=[module])
+                    tolerances={"float32": Tolerance(TOLERANCE, TOLERANCE)}, files=[module],
+                    reference=f"{module}:{ENTRY}")
     write_task(dest, spec)
     return spec
 

@@ -15,6 +15,8 @@ def test_task_file_becomes_a_bundle_with_a_fixed_entry(tmp_path):
     spec = build_bundle(task, tmp_path)
     assert read_task(tmp_path).entry == ENTRY and spec.tolerance("float32").atol == 1e-2
     source = (tmp_path / "baseline" / spec.module).read_text()
+    # the task's own torch Model is the reference (on a GPU, torch.compile's code for it seeds the rewrites)
+    assert spec.reference == f"{spec.module}:{ENTRY}" and (tmp_path / "reference" / spec.module).read_text() == source
     assert source.index(START) < source.index("class Model") < source.index(END) < source.index(f"def {ENTRY}")
     assert check_source(source, source, ENTRY) == []
     namespace = {}
