@@ -32,6 +32,14 @@ def rms_bundle(tmp_path_factory) -> Path:
     return bundle
 
 
+@pytest.fixture(scope="module")
+def rms_evaluator(rms_bundle):
+    with Evaluator(rms_bundle, "interpret", timeout=120, trials=1) as evaluator:
+        baseline = Candidate(0, evaluator.baseline, "baseline")
+        baseline.evaluation = evaluator.evaluate(baseline.source, secrets.randbits(62))
+        yield evaluator, baseline
+
+
 def recorded() -> InductorCode:
     return from_capture(json.loads(RECORDED.read_text()), REFERENCE)
 
@@ -99,12 +107,11 @@ def test_capture_runs_torch_compile_in_a_subprocess(rms_bundle, tmp_path):
     assert code.case == "T=5,H=96,residual/float16" and (tmp_path / "inductor.json").is_file()
 
 
-def test_a_run_seeds_from_the_recording_and_evaluates_the_port(rms_bundle, tmp_path):
+def test_a_run_seeds_from_the_recording_and_evaluates_the_port(rms_evaluator, tmp_path):
     """The first rewrite ports torch.compile's kernel (parent: the baseline); the port is evaluated correct."""
     script = [{"file": "rms_norm/inductor_port.py", "preface": "Inductor keeps the row in registers."}]
-    with RecordedLLM(script) as server, Evaluator(rms_bundle, "interpret", timeout=120, trials=1) as evaluator:
-        baseline = Candidate(0, evaluator.baseline, "baseline")
-        baseline.evaluation = evaluator.evaluate(baseline.source, secrets.randbits(62))
+    evaluator, baseline = rms_evaluator
+    with RecordedLLM(script) as server:
         opts = EngineOptions(budget=1, models=models_file(tmp_path, server.url), operators=["rewrite"], islands=1,
                              in_flight=1, inductor_code=RECORDED)
         engine = run_search(evaluator, baseline, opts, tmp_path, seed=3)
@@ -120,11 +127,10 @@ def test_a_run_seeds_from_the_recording_and_evaluates_the_port(rms_bundle, tmp_p
     assert search["torch_compile"]["seeds_correct"] == 1
 
 
-def test_without_a_recording_on_the_cpu_the_run_goes_on(rms_bundle, tmp_path):
+def test_without_a_recording_on_the_cpu_the_run_goes_on(rms_evaluator, tmp_path):
     script = [{"file": "rms_norm/inductor_port.py"}]
-    with RecordedLLM(script) as server, Evaluator(rms_bundle, "interpret", timeout=120, trials=1) as evaluator:
-        baseline = Candidate(0, evaluator.baseline, "baseline")
-        baseline.evaluation = evaluator.evaluate(baseline.source, secrets.randbits(62))
+    evaluator, baseline = rms_evaluator
+    with RecordedLLM(script) as server:
         opts = EngineOptions(budget=1, models=models_file(tmp_path, server.url), operators=["rewrite"], islands=1,
                              in_flight=1)
         engine = run_search(evaluator, baseline, opts, tmp_path, seed=3)
@@ -134,3 +140,20 @@ def test_without_a_recording_on_the_cpu_the_run_goes_on(rms_bundle, tmp_path):
     search = json.loads((tmp_path / "search.json").read_text())
     assert not search["torch_compile"]["offered"] and "CUDA" in search["torch_compile"]["reason"]
 
+
+
+def test_a_resumed_run_offers_the_code_it_saved(tmp_path):
+    """The store keeps the code, so a resumed run's prompts are the same and nothing is generated again."""
+    from types import SimpleNamespace
+
+    from evolver.engine import _inductor_code
+
+    store = RunStore(tmp_path / "run.sqlite")
+    evaluator = SimpleNamespace(spec=SimpleNamespace(reference=REFERENCE), backend="triton", bundle=tmp_path)
+    first = _inductor_code(evaluator, EngineOptions(inductor_code=RECORDED), store, tmp_path)
+    again = _inductor_code(evaluator, EngineOptions(inductor_code=tmp_path / "gone.json"), store, tmp_path)
+    assert first.available and again == first
+    unread = _inductor_code(evaluator, EngineOptions(inductor_code=tmp_path / "gone.json"),
+                            RunStore(tmp_path / "other.sqlite"), tmp_path)
+    assert not unread.available and "could not be read" in unread.reason
+    store.close()
