@@ -93,18 +93,11 @@ def test_forged_samples_at_decode_sizes_are_not_corroborated(gpu_attack_evaluato
 # The xfail marks below are predictions made without a GPU (from the judge's code and the CPU stand-in): an
 # XPASS(strict) means the judge already refuses that attack on the H200; then drop the mark.
 
-@pytest.mark.xfail(strict=True, reason=(
-    "runners/judge_clock.py _corroborate: the warm-up refill's seed is `seed ^ 0x5A5A`; the worker derives the "
-    "timed pass's seed, runs the pass inside `refill` and answers `window` at once: the judge's clock sees an "
-    "empty pass and corroborates a fake 1.67x at every case that fits in L2. Fix: an independent warm-up seed"))
 def test_the_window_seed_cannot_be_derived_on_the_gpu(gpu_attack_evaluator):
     ev = _evaluate(gpu_attack_evaluator, "derives_window_seed.py")
     assert not ev.ok and ev.stage == "timing", _summary(ev)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "runners/judge_clock.py time_case: `float(reply['us'])` unchecked; a negative claimed speedup passes "
-    "corroborate and implausible, ok, and Evaluation.fitness raises. Fix: samples must be finite and > 0"))
 def test_negative_sample_times_are_refused_on_the_gpu(gpu_attack_evaluator):
     ev = _evaluate(gpu_attack_evaluator, "negative_sample_times.py")
     assert not ev.ok and ev.stage == "timing", _summary(ev)
@@ -120,9 +113,6 @@ def test_a_kernel_that_runs_only_under_the_profiler_is_refused(gpu_attack_evalua
     assert not ev.ok and ev.stage == "kernel", _summary(ev)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "runners/judge.py evaluate: the own-kernel share is profiled on the case that moves the most bytes only; "
-    "torch with a token launch passes the launch record at every other (decode) size. Fix: profile every case"))
 def test_torch_at_the_unprofiled_sizes_is_refused(gpu_attack_evaluator):
     ev = _evaluate(gpu_attack_evaluator, "torch_below_the_largest_case.py")
     assert not ev.ok and ev.stage == "kernel", _summary(ev)
@@ -135,4 +125,13 @@ def test_torch_at_the_unprofiled_sizes_is_refused(gpu_attack_evaluator):
     "forges_samples_at_decode.py, plus the samples taken from the graph whose outputs are checked"))
 def test_work_skipped_only_in_the_samples_graph_is_refused(gpu_attack_evaluator):
     ev = _evaluate(gpu_attack_evaluator, "skips_calls_in_the_samples_graph.py")
+    assert not ev.ok and ev.stage == "timing", _summary(ev)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "runners/timing.py commitments is a plain byte sum: the worker does 1/16 of the window's pass at T=512, "
+    "commits to 16x the partial byte sum, and steers the shown slots' low bytes (half the tolerance) to match "
+    "after the clock; fake 1.67x at T=512, ok. Fix: a binding (non-additive, keyed) commitment"))
+def test_the_window_commitments_cannot_be_steered_on_the_gpu(gpu_attack_evaluator):
+    ev = _evaluate(gpu_attack_evaluator, "forges_window_commitments.py")
     assert not ev.ok and ev.stage == "timing", _summary(ev)

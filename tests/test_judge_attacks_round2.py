@@ -8,7 +8,10 @@ judge step is the real one).
 """
 from __future__ import annotations
 
+import shutil
+
 import pytest
+import yaml
 from conftest import CHEATS
 from test_judge_attacks import _own_judge
 
@@ -36,23 +39,35 @@ def test_the_baseline_passes_the_timed_stand_in(timed_round2):
     assert ev["ok"] and ev["timed"], ev
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "runners/judge_clock.py _corroborate: the warm-up refill's seed is `seed ^ 0x5A5A`, so the worker learns the "
-    "timed pass's seed before the judge's clock starts, runs the pass inside `refill` and answers `window` at "
-    "once; the judge's clock sees an empty pass and corroborates any claim (fake 1.67x, ok). Fix: an independent "
-    "warm-up seed (trial_seed(secret, 55_000 + round, index)); and refuse a candidate pass shorter than the "
-    "oracle's by more than the clock resolves instead of treating it as a licence"))
 def test_the_window_seed_cannot_be_derived_from_the_warm_up(timed_round2):
     ev = timed_round2["derives_window_seed.py"]
     assert not ev["ok"] and ev["stage"] == "timing", ev
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "runners/judge_clock.py time_case takes `float(reply['us'])` unchecked: negative sample times give a negative "
-    "claimed speedup, which passes corroborate (`claimed <= judge_speedup * (1 + allowed)`) and implausible "
-    "(`speedup > 10`); the evaluation is ok with negative speedups and Evaluation.fitness raises (log of a "
-    "negative). Fix: refuse (stage timing) any sample that is not a finite number > 0, and bound the claim "
-    "from below too"))
 def test_negative_sample_times_are_refused(timed_round2):
     ev = timed_round2["negative_sample_times.py"]
+    assert not ev["ok"] and ev["stage"] == "timing", ev
+
+
+@pytest.fixture(scope="module")
+def prefill_bundle(rms_bundle, tmp_path_factory):
+    """The rms_norm bundle with a first case of 16 rows of 4096: a prefill-like size, small for the interpreter."""
+    bundle = tmp_path_factory.mktemp("prefill") / "bundle"
+    shutil.copytree(rms_bundle, bundle)
+    task = yaml.safe_load((bundle / "task.yaml").read_text())
+    task["cases"][0]["symbols"] = {"T": 16, "H": 4096}
+    (bundle / "task.yaml").write_text(yaml.safe_dump(task, sort_keys=False))
+    return bundle
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason=(
+    "runners/timing.py commitments is the plain byte sum of a slot's outputs, and runners/judge_clock.py "
+    "_corroborate only asks that the shown outputs have that sum and are within tolerance: the worker normalises "
+    "one row in 16 in the timed pass, commits to 16x their byte sum, and at reveal computes the shown slots off "
+    "the clock and moves low bytes by a few ulps (half the tolerance) to hit each commitment; the judge's clock "
+    "sees 1/16 of a pass and corroborates a fake 1.67x. Fix: a binding commitment (keyed, non-additive hash: a "
+    "nonlinear mix per element combined by a tree of nonlinear compressions, or SHA-256 of the bytes)"))
+def test_the_window_commitments_cannot_be_steered(prefill_bundle, tmp_path):
+    [ev] = _own_judge(prefill_bundle, tmp_path, [_source("forges_window_commitments.py")], timed=True)
     assert not ev["ok"] and ev["stage"] == "timing", ev
