@@ -5,7 +5,7 @@ sampling settings apply to OpenAI-compatible servers only; the run store records
 """
 from __future__ import annotations
 
-from .base import ModelSpec, Prompt, Provider, TransientError, Usage
+from .base import ModelSpec, Prompt, Provider, TransientError, Usage, retry_after
 
 
 class AnthropicProvider(Provider):
@@ -29,7 +29,7 @@ class AnthropicProvider(Provider):
                     {"type": "text", "text": prompt.dynamic}]}])
         except a.APIStatusError as exc:
             if exc.status_code == 429 or exc.status_code >= 500:
-                raise TransientError(f"HTTP {exc.status_code}") from None
+                raise TransientError(f"HTTP {exc.status_code}", retry_after(exc.response.headers)) from None
             raise RuntimeError(f"HTTP {exc.status_code}: {str(exc.message)[:200]}") from None
         except (a.APITimeoutError, a.APIConnectionError) as exc:
             raise TransientError(type(exc).__name__) from None

@@ -95,7 +95,21 @@ def cost_of(usage: Usage, price: Price) -> float:
 
 
 class TransientError(Exception):
-    """A 429, a 5xx, a timeout or a dropped connection: worth another try."""
+    """A 429, a 5xx, a timeout or a dropped connection: worth another try (after ``retry_after`` seconds when
+    the server said so)."""
+
+    def __init__(self, message: str, retry_after: float | None = None):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+def retry_after(headers) -> float | None:
+    """Seconds from a Retry-After header (a number; an HTTP date is ignored), or None."""
+    try:
+        value = float((headers or {}).get("retry-after", ""))
+    except (TypeError, ValueError):
+        return None
+    return value if value >= 0 else None
 
 
 class Provider:
@@ -128,6 +142,8 @@ class Provider:
                 out.error = f"{type(exc).__name__}: {exc}"
                 if attempt < self.spec.max_retries:
                     delay = min(60.0, self.spec.backoff_s * 2 ** attempt) * (0.5 + self._jitter.random())
+                    if exc.retry_after is not None:  # the server knows best, within the same cap
+                        delay = min(60.0, max(delay, exc.retry_after))
                     log.info("model %s: %s; retry %d in %.1f s", self.spec.name, exc, attempt + 1, delay)
                     self.sleep(delay)
                 continue

@@ -1,7 +1,7 @@
 """Any OpenAI-compatible chat-completions server (OpenAI, vLLM, SGLang, LMDeploy) through the ``openai`` client."""
 from __future__ import annotations
 
-from .base import ModelSpec, Prompt, Provider, TransientError, Usage
+from .base import ModelSpec, Prompt, Provider, TransientError, Usage, retry_after
 
 
 class OpenAIProvider(Provider):
@@ -27,7 +27,7 @@ class OpenAIProvider(Provider):
                 **extra)
         except o.APIStatusError as exc:
             if exc.status_code == 429 or exc.status_code >= 500:
-                raise TransientError(f"HTTP {exc.status_code}") from None
+                raise TransientError(f"HTTP {exc.status_code}", retry_after(exc.response.headers)) from None
             raise RuntimeError(f"HTTP {exc.status_code}: {str(exc.message)[:200]}") from None
         except (o.APITimeoutError, o.APIConnectionError) as exc:
             raise TransientError(type(exc).__name__) from None

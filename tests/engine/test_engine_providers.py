@@ -8,7 +8,7 @@ import pytest
 from engine_fixtures import RecordedLLM, models_file
 
 from evolver.providers import Ensemble, ModelSpec, Prompt, load_models
-from evolver.providers.base import Completion, Usage
+from evolver.providers.base import Completion, Usage, retry_after
 from evolver.providers.models_file import ModelsFileError, make_provider
 
 KEY = "sk-test-do-not-log-0123456789"
@@ -122,3 +122,13 @@ def test_bandit_shifts_calls_to_models_that_win_per_unit_cost():
     ens3 = Ensemble([cheap.spec, dear.spec], providers=[cheap, dear])
     ens3.restore(state)
     assert ens3.state() == state and ens3.total().cost == pytest.approx(ens2.total().cost)
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+def test_a_429_waits_as_long_as_retry_after_says(provider):
+    waits = []
+    script = [{"status": 429, "retry_after": 7}, {"text": "ok"}]
+    with RecordedLLM(script) as server:
+        out = make_provider(spec(server.url, provider), sleep=waits.append).complete(PROMPT)
+    assert out.error == "" and out.attempts == 2 and waits == [7.0]  # not the 0.01 s back-off
+    assert retry_after({"retry-after": "Wed, 21 Oct 2026 07:28:00 GMT"}) is None

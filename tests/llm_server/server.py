@@ -7,7 +7,7 @@ diffs that do not apply, 429 and 500 answers, slow answers and answers that hang
 A script is a JSON list; each entry is one answer:
     {"file": "softmax/split_rows.py", "preface": "why"}  the file's text in a ```python block (under recorded/)
     {"text": "..."}                                       a literal answer
-    {"status": 429} / {"status": 500}                     an error status (429 carries retry-after: 0)
+    {"status": 429} / {"status": 500}                     an error status (with retry-after: 0, or "retry_after": s)
     {"delay": 2.0, ...}                                   wait first (past the client's timeout: a timeout)
 """
 from __future__ import annotations
@@ -58,7 +58,7 @@ class RecordedLLM:
                     time.sleep(entry["delay"])
                 if entry.get("status"):
                     payload = json.dumps({"type": "error", "error": {"type": "api_error", "message": "recorded"}})
-                    self._send(entry["status"], payload, {"retry-after": "0"})
+                    self._send(entry["status"], payload, {"retry-after": str(entry.get("retry_after", 0))})
                     return
                 text = render(entry)
                 if self.path.rstrip("/").endswith("/messages"):
