@@ -170,7 +170,8 @@ def capture(bundle: Path, spec, backend: str, out: Path | None = None, timeout: 
         run_env.pop("TRITON_INTERPRET", None)
         run_env.update({"PYTHONPATH": os.pathsep.join([str(PROJECT_ROOT), *spec.import_paths]),
                         "TORCHINDUCTOR_CACHE_DIR": str(Path(tmp) / "cache"), "TORCHINDUCTOR_FX_GRAPH_CACHE": "0",
-                        "TORCHINDUCTOR_AUTOGRAD_CACHE": "0", "TRITON_CACHE_DIR": str(Path(tmp) / "triton")})
+                        "TORCHINDUCTOR_AUTOGRAD_CACHE": "0", "TORCHINDUCTOR_COMPILE_THREADS": "1",
+                        "TRITON_CACHE_DIR": str(Path(tmp) / "triton")})
         cmd = [spec.python or sys.executable, "-m", "evolver.inductor_capture", str(Path(bundle).resolve()),
                str(result_file), "--spec", str(spec_file)] + (["--cpu-triton"] if cpu_triton else [])
         try:
