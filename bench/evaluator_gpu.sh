@@ -13,10 +13,10 @@ export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 mkdir -p "$DEST"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader
 if [ -n "${TESTS-tests/test_gpu.py tests/test_gpu_attacks.py}" ]; then
-  python3 -m pytest -q -m gpu ${TESTS-tests/test_gpu.py tests/test_gpu_attacks.py} -p no:cacheprovider 2>&1 \
+  python3 -m pytest -v -rA --tb=short ${PYTEST_ARGS:-} -m gpu ${TESTS-tests/test_gpu.py tests/test_gpu_attacks.py} -p no:cacheprovider 2>&1 \
     | tee "$DEST/gpu-tests.txt" | tail -n 25
 fi
 if [ -n "${PARTS:-a,b,c,d}" ]; then
   python3 bench/evaluator.py --out "$DEST" --parts "${PARTS:-a,b,c,d}" --runs "${RUNS:-5}" --pairs "${PAIRS:-100}" \
-    --candidates "${CANDIDATES:-30}"
+    --candidates "${CANDIDATES:-30}" ${EVAL_ARGS:-}
 fi

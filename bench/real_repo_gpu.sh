@@ -33,9 +33,15 @@ export PYTHONPATH=$KS${PYTHONPATH:+:$PYTHONPATH}
 
 optimize() {  # optimize <checkout> <kernel> <budget>
   local t0=$SECONDS
+  # Five seconds before the limit, every kernelsmith process prints its stacks (faulthandler on SIGUSR1) and
+  # the workers' logs are kept: a run cut short says where it was.
+  (sleep $((PER_KERNEL - 5)); pkill -USR1 -f "runners.worker|bot.cli optimize"; sleep 2
+   mkdir -p "$DEST/$2"; tail -n 60 /dev/shm/ks-judge-*/*/worker.log > "$DEST/$2/stuck-workers.txt" 2>&1) &
+  local watcher=$!
   (cd "$1" && timeout "$PER_KERNEL" $PY -m bot.cli optimize . --kernel "$2" --backend "$BACKEND" --budget "$3" \
     --out "$DEST/$2" --overwrite > "$DEST/$2.console.txt" 2>&1)
   echo "$2: exit $? after $((SECONDS - t0)) s" >> "$PACK/timings.txt"
+  kill $watcher 2>/dev/null
   mkdir -p "$DEST/$2"
   tr '\r' '\n' < "$DEST/$2.console.txt" | grep -v '━' > "$DEST/$2/console.txt"
   [ -f "$DEST/$2/candidates.jsonl" ] && $PY bench/autotune_findings.py "$DEST/$2" > "$DEST/$2/autotune-findings.json" 2>&1

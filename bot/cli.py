@@ -1,6 +1,8 @@
 """The `kernelsmith` command line: a thin shell around bot.optimize with a progress bar."""
 from __future__ import annotations
 
+import faulthandler
+import signal
 from pathlib import Path
 from typing import NoReturn
 
@@ -9,6 +11,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from .errors import UserError
+
+if hasattr(signal, "SIGUSR1"):  # `kill -USR1 <pid>` prints where a stuck run is (bench/real_repo_gpu.sh uses it)
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
 
 app = typer.Typer(
     help="Find faster GPU kernels in a repository by evolutionary search, verify them, and propose them.",
@@ -248,14 +253,14 @@ def init_config(
         console.print("no kernel entry is reached by a test; `kernelsmith scan` shows what is missing")
         raise typer.Exit(code=1)
     dest.parent.mkdir(parents=True, exist_ok=True)
-    dest.write_text(render(props))
+    dest.write_text(render(props, python))
     typer.echo(f"wrote {dest}: {len(props)} kernels ({', '.join(p.name for p in props)}); review it before committing")
 
 
 def _init_capture(target: Path, backend: str, python: str | None):
     from runners.extract import import_root
 
-    from .capture import run_capture
+    from .capture import INIT_CALLS, run_capture
     from .optimize import resolve_backend
     from .repo_tests import TestSettings
     from .target import open_target, resolve_python
@@ -267,7 +272,8 @@ def _init_capture(target: Path, backend: str, python: str | None):
     def record(row, test, dotted):
         tgt.tests = TestSettings(python=interpreter, import_roots=[import_root(tgt.root, row.entry_file)[0]])
         console.log(f"capture: {test} -> {row.entry}")
-        return run_capture(tgt, test, dotted, row.entry_name, backend).calls
+        capture = run_capture(tgt, test, dotted, row.entry_name, backend, stop_after=INIT_CALLS)
+        return capture.calls, None if capture.calls else capture.why_none()
 
     return record
 

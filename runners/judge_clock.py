@@ -61,7 +61,10 @@ class TimingSteps:
                 reply = worker.request("sample", replays=replays)
                 if not reply.get("ok"):
                     raise Refusal("timing", f"sampling failed: {reply.get('error')}")
-                samples.append(float(reply["us"]))
+                us = reply.get("us")
+                if type(us) not in (int, float) or not math.isfinite(us) or us <= 0:
+                    raise Refusal("timing", f"a sample time that is not a positive number: {str(us)[:40]}")
+                samples.append(float(us))
             if round_ + 1 >= p.min_rounds and (
                     (_spread(samples_b) <= p.target_spread and _spread(samples_c) <= p.target_spread)
                     or time.perf_counter() - started > p.case_time_cap_s):
@@ -110,7 +113,7 @@ class TimingSteps:
             for worker, walls in (pair if round_ % 2 == 0 else pair[::-1]):
                 # Clocks up on other values; this round's seed is sent only with the timed request, so no
                 # work on these values can happen before the judge's clock runs.
-                worker.request("refill", which="window", seed=seed ^ 0x5A5A)
+                worker.request("refill", which="window", seed=trial_seed(secret, 55_000 + round_, index))
                 worker.request("sample", which="window", replays=1)
                 wall, replies[worker.role] = self._window(worker, seed)
                 walls.append(wall)
@@ -160,6 +163,12 @@ class TimingSteps:
                                     f"the judge's clock saw, {verdict.judge_speedup:.3f}x over {count} calls on fresh "
                                     f"values (allowed {verdict.allowed:.0%} for the clock's resolution at this size): "
                                     f"timing not corroborated, quarantined")
+        # Within the allowance, a speedup counts only as far as the judge's clock saw it (plus its tolerance):
+        # what the clock cannot resolve is never credited to the candidate.
+        cap = max(1.0, verdict.judge_speedup * (1 + p.corroboration_tolerance))
+        if verdict.claimed > cap:
+            result.claimed_us = result.candidate_us
+            result.candidate_us = result.baseline_us / cap
 
     def own_kernel_share(self, case: Case, index: int, secret: int, result: CaseResult) -> None:
         """Device time in the candidate's own Triton kernels, against the baseline's share (GPU only)."""

@@ -18,9 +18,9 @@ class Protocol:
     slot_us: float = 200.0  # device time of one replay of every slot (sets how many slots)
     max_slots: int = 64
     slot_bytes: int = 1 << 30  # memory for the rotating slots of one side
-    window_us: float = 10000.0  # the judge's corroboration pass per side: this long, or as long as memory allows
-    window_bytes: int = 4 << 30  # memory for the window's distinct slots, per side
-    max_window_slots: int = 2048
+    window_us: float = 20000.0  # the judge's corroboration pass per side: this long, or as long as memory allows
+    window_bytes: int = 6 << 30  # memory for the window's distinct slots, per side
+    max_window_slots: int = 8192  # at decode sizes (~1.5 us a call) a pass of ~12 ms against ~1 ms of extra
     window_rounds: int = 3  # alternated passes per side, fresh values each; the shortest counts
     corroboration_tolerance: float = 0.05  # |judge's clock / claimed - 1| allowed, plus the clock's jitter
     clock_jitter_us: float = 150.0  # round trip of a request, as a share of a short pass

@@ -41,6 +41,7 @@ class CaseResult:
     slots: int | None = None  # rotating input/output sets in the timed graph
     judge_us: float | None = None  # the candidate's time per call by the judge's own clock (corroboration)
     judge_ratio: float | None = None  # judge_us / candidate_us: about 1 when the claimed time is honest
+    claimed_us: float | None = None  # set when the claim beat the judge's clock: candidate_us is then capped
     window_ms: list[float] | None = None  # the judge's pass wall times: the baseline's rounds, then the candidate's
     launched: list[str] = field(default_factory=list)  # Triton kernels the candidate launched (module:name)
     own_kernel_share: float | None = None  # share of device time in the candidate's own Triton kernels

@@ -10,6 +10,7 @@ Nothing a worker sends is unpickled or executed; a worker that breaks the protoc
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import shutil
 import subprocess
@@ -31,6 +32,7 @@ from .task import REFERENCE_DIR, baseline_source, read_task
 from .wire import PeerGone, PeerTimeout, WireError, shm_root
 
 __all__ = ["Evaluator", "SECRET_NAME", "copy_reference", "scrubbed_env"]
+log = logging.getLogger("kernelsmith.judge")
 
 class Evaluator:
     """Evaluates candidate sources for one task bundle (``evaluate(source) -> Evaluation``)."""
@@ -106,7 +108,10 @@ class Evaluator:
                 self._oracle.close()
             self._oracle = self._spawn("oracle")
         self._oracle.deadline = time.monotonic() + self.timeout + START_TIMEOUT
+        t0 = time.perf_counter()
         info = self._load(self._oracle, "ks_baseline", None, reference=True)
+        log.info("oracle worker: ready and baseline loaded after %.1f s (%s)", time.perf_counter() - t0,
+                 "ok" if info.get("ok") else "failed")
         if not info.get("ok"):
             message = self._baseline_error(info, self._oracle)
             self._oracle.close()
@@ -236,6 +241,8 @@ class Evaluator:
             oracle.deadline = None
         ev.env = self._environment()
         ev.duration_s = time.perf_counter() - started
+        log.info("evaluated: %s%s in %.1f s (%s)", ev.stage, "" if ev.ok else " (refused)", ev.duration_s,
+                 ", ".join(f"{k} {v:.1f} s" for k, v in ev.phases.items()))
         return ev
 
     def _restart_oracle_if_busy(self) -> None:

@@ -56,6 +56,40 @@ def commitments(outputs: list, buffers: dict | None = None) -> list[int]:
     return [int(x) for x in total.tolist()]
 
 
+class CommitPlan:
+    """``commitments`` for one fixed list of outputs, planned once. A graph's outputs are the same tensors on
+    every replay, so the work per pass is a few batched device calls and no Python per slot: host time inside
+    the judge's clock is what it cannot tell from device time, and with thousands of slots a per-slot loop
+    was milliseconds of it (and of its noise)."""
+
+    def __init__(self, outputs: list):
+        flats = [flatten(out) for out in outputs]
+        self.count = len(flats)
+        self.device = next((t.device for f in flats for t in f if isinstance(t, torch.Tensor)), torch.device("cpu"))
+        self.groups: list[tuple] = []  # (block, views of its rows, the outputs' flat views): one copy, one sum
+        self.odd: list[list] = []  # output positions that cannot be batched (shapes differ, not contiguous)
+        for column in zip(*flats):
+            tensors = [t.detach() for t in column if isinstance(t, torch.Tensor)]
+            if len(tensors) != len(flats) or not tensors[0].numel():
+                continue
+            first = tensors[0]
+            if any(t.shape != first.shape or t.dtype != first.dtype or not t.is_contiguous() for t in tensors):
+                self.odd.append(tensors)
+                continue
+            block = torch.empty((len(tensors), first.numel()), dtype=first.dtype, device=self.device)
+            self.groups.append((block, list(block.unbind(0)), [t.reshape(-1) for t in tensors]))
+
+    def sums(self) -> list[int]:
+        total = torch.zeros(self.count, dtype=torch.int64, device=self.device)
+        for block, dst, src in self.groups:
+            torch._foreach_copy_(dst, src)
+            total += block.view(torch.uint8).sum(dim=1, dtype=torch.int64)
+        for tensors in self.odd:
+            for k, t in enumerate(tensors):
+                total[k] += torch.sum(t.contiguous().reshape(-1).view(torch.uint8), dtype=torch.int64)
+        return [int(x) for x in total.tolist()]
+
+
 def matches(committed: float, recomputed: float) -> bool:
     if isinstance(committed, int) and isinstance(recomputed, int):
         return committed == recomputed
@@ -76,6 +110,7 @@ class SlotTimer:
         self.graph: torch.cuda.CUDAGraph | None = None
         self.method = "cuda-graph"
         self.commit_buffers: dict = {}
+        self.plan: CommitPlan | None = None  # for the graph's outputs, which never change
 
     def prepare(self) -> str:
         stream = torch.cuda.Stream()
@@ -125,7 +160,12 @@ class SlotTimer:
         start.record()
         self.run(1)
         end.record()
-        sums = commitments(self.outputs, self.commit_buffers)
+        if self.graph is not None:
+            if self.plan is None:
+                self.plan = CommitPlan(self.outputs)
+            sums = self.plan.sums()
+        else:  # direct calls: new output tensors every pass
+            sums = commitments(self.outputs, self.commit_buffers)
         return start.elapsed_time(end) * 1000.0, sums
 
 

@@ -10,9 +10,11 @@ profile, release, exit.
 """
 from __future__ import annotations
 
+import faulthandler
 import importlib
 import importlib.util
 import os
+import signal
 import sys
 import traceback
 from pathlib import Path
@@ -250,6 +252,8 @@ def main() -> None:
         import ctypes
 
         ctypes.CDLL(None).prctl(4, 0)  # PR_SET_DUMPABLE
+    if hasattr(signal, "SIGUSR1"):  # `kill -USR1` prints where a stuck worker is, into its log
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
     read_fd, write_fd = int(os.environ.pop("KS_REQ_FD")), int(os.environ.pop("KS_REP_FD"))
     Server(Channel(read_fd, write_fd)).serve()
 
