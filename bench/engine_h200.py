@@ -170,6 +170,7 @@ def main() -> None:
     parser.add_argument("--script", type=Path, default=ROOT / "tests/llm_server/scripts/softmax_h200.json")
     parser.add_argument("--paths", default="tuner,llm", help="tuner, llm, seed (rewrites seeded from torch.compile)")
     parser.add_argument("--inductor-timeout", type=float, default=90.0)
+    parser.add_argument("--inductor-code", type=Path, help="a recorded capture to offer instead of generating one")
     parser.add_argument("--plot-only", action="store_true", help="re-plot engine.json (and --optimize-run)")
     parser.add_argument("--optimize-run", type=Path, help="an `optimize --models` run folder to plot as well")
     args = parser.parse_args()
@@ -205,7 +206,8 @@ def main() -> None:
                 opts = EngineOptions(budget=args.budget, operators=["tuner"])
             elif name == "seed":  # rewrites only, two islands: each island's first rewrite ports torch.compile's code
                 opts = EngineOptions(budget=args.budget, models=models, operators=["rewrite"], islands=2, in_flight=2,
-                                     preset="kernel-smith", inductor_timeout_s=args.inductor_timeout)
+                                     preset="kernel-smith", inductor_timeout_s=args.inductor_timeout,
+                                     inductor_code=args.inductor_code)
             else:
                 opts = EngineOptions(budget=args.budget, models=models, operators=["rewrite", "diff"],
                                      preset="kernel-smith")

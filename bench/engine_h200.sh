@@ -44,12 +44,14 @@ python3 bench/engine_h200.py --out "$DEST/bench" --plot-only --optimize-run "$DE
 rm -rf "$DEST/bench/bundle" "$DEST/optimize-llm/bundle"
 cat "$DEST/bench/summary.md"
 
-# 3. torch.compile's Triton code as a seed: rms_norm's reference compiled by inductor in a subprocess (GPU only; on
-# the interpreter the run says none is offered), then rewrites whose recorded answers port it, on two islands.
+# 3. torch.compile's Triton code as a seed: rms_norm's reference compiled by inductor in a subprocess (GPU only),
+# then rewrites whose recorded answers port it, on two islands.
 # seed/seed/inductor.json is inductor's output; search.json says what became of the seeds. SEED_TIMEOUT=0 skips it.
+# On the interpreter, inductor's recorded CPU Triton output for the same reference stands in for the GPU's.
 if [ "${SEED_TIMEOUT:-200}" != 0 ]; then
+  recorded=(); [ "${BACKEND:-triton}" = interpret ] && recorded=(--inductor-code tests/engine/recorded/inductor_rms_norm_cpu.json)
   timeout "${SEED_TIMEOUT:-200}" python3 bench/engine_h200.py --out "$DEST/seed" --kernel rms_norm --budget 3 \
-    --backend "${BACKEND:-triton}" --paths seed --inductor-timeout "${INDUCTOR_TIMEOUT:-90}" \
+    --backend "${BACKEND:-triton}" --paths seed --inductor-timeout "${INDUCTOR_TIMEOUT:-90}" ${recorded[@]+"${recorded[@]}"} \
     --script tests/llm_server/scripts/rms_norm_seed.json 2>&1 | grep -v "HTTP Request" > "$DEST/seed.log"
   tail -n 12 "$DEST/seed.log"
   rm -rf "$DEST/seed/bundle"
