@@ -20,11 +20,13 @@ STOPS = {"evaluations": "its evaluation budget was spent", "rounds": "its rounds
 
 
 def rationale(text: str, limit: int = RATIONALE_CHARS) -> str:
-    """The model's words before its code (``` or SEARCH/REPLACE), on one line, cut to ``limit``; @-mentions
-    are defused so that the pull-request body pings nobody."""
+    """The model's words before its code (``` or SEARCH/REPLACE), on one line, cut to ``limit``; @-mentions,
+    HTML and markdown links are defused so that the pull-request body pings nobody and loads nothing."""
     head = re.split(r"```|<<<<<<< SEARCH", text or "", maxsplit=1)[0]
     head = " ".join(head.split())
     head = re.sub(r"@(?=\w)", "@\u200b", head)
+    # nor loads or links anything: no HTML, no markdown images or links
+    head = head.replace("<", "&lt;").replace("](", "] (")
     return head if len(head) <= limit else head[: limit - 1].rstrip() + "…"
 
 

@@ -109,3 +109,4 @@ def test_change_lines_and_rationales():
     assert describe_change({"model": "m"}, "diff", 4).startswith("SEARCH/REPLACE edit of candidate 4")
     assert rationale("a" * 700 + "\n```python\n") == "a" * 599 + "…"
     assert rationale("Why.\n<<<<<<< SEARCH\nx\n") == "Why."
+    assert rationale("See ![x](http://t/p.png) <img src=x>") == "See ![x] (http://t/p.png) &lt;img src=x>"
