@@ -29,7 +29,8 @@ GPU_BACKENDS = ("triton", "maca")  # torch sees the device as "cuda" on both
 SEED = "torch.compile"  # genome["seed"] of a candidate that ported the generated code
 # Inductor's helpers and what plain Triton offers instead (for the model; the policy refuses the helpers).
 HELPERS = {"triton_helpers.max2": "tl.max", "triton_helpers.min2": "tl.min", "triton_helpers.maximum": "tl.maximum",
-           "triton_helpers.minimum": "tl.minimum", "libdevice.": "tl.math / tl.extra libdevice functions",
+           "triton_helpers.minimum": "tl.minimum",
+           "libdevice.": "tl math (tl.rsqrt, tl.exp, ...) or triton.language.extra.libdevice",
            "tl_math.": "tl.* (tl.exp, tl.log, tl.abs, ...)", "triton_helpers.welford": "a two-pass or Welford loop"}
 
 
