@@ -68,7 +68,8 @@ class InductorCode:
             parts.append(k.source[:limit])
             used += len(k.source)
         if self.launcher and used + len(self.launcher) <= limit:
-            parts.append("# inductor's launch, for this case:\n" + self.launcher)
+            parts.append("# inductor's launch for this case (its autotuner picks XBLOCK and num_warps at run time):\n"
+                         + self.launcher)
         return "\n\n".join(parts)
 
     def helpers_used(self) -> list[str]:
