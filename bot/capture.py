@@ -31,6 +31,7 @@ from .target import Target
 PLUGIN = Path(__file__).resolve().parent.parent / "runners" / "capture_plugin.py"
 PLUGIN_NAME = "ks_capture_plugin"
 INTERPRETER_MAX_ELEMENTS = 1 << 18  # larger captured calls are left to the GPU: the interpreter is slow
+INIT_CALLS = 200  # `kernelsmith init --capture` stops the test run after this many recorded calls
 
 
 @dataclass
@@ -40,11 +41,25 @@ class Capture:
     installed: bool = False
     error: str | None = None  # why the plugin could not wrap the entry
     runs_pytest: bool = True
+    cuda_moved: int | None = None  # on the interpreter: tensor placements on `cuda` the tests made, moved to the CPU
+
+    def why_none(self) -> str:
+        """Why no call was recorded, in one line: the recorder's error, or the test's exit and last line."""
+        if self.error:
+            return f"the recorder could not wrap the entry ({self.error})"
+        if not self.runs_pytest:
+            return "the test command does not run pytest, so the recorder was not loaded"
+        lines = [x.strip() for x in self.run.output_tail.splitlines() if x.strip()]
+        last = next((x for x in reversed(lines) if x.startswith("E ")), lines[-1] if lines else "")  # pytest's error
+        if not self.run.passed:
+            return f"`{self.run.command}` exited {self.run.returncode}: {last.strip()[:300]}"
+        return f"`{self.run.command}` passed without calling it ({last.strip()[:200]})"
 
 
 def run_capture(target: Target, test: str, module: str, entry: str, backend: str,
-                timeout: float = 900.0) -> Capture:
-    """The test at HEAD with the capture plugin recording calls of ``module.entry`` (a dotted name)."""
+                timeout: float = 900.0, stop_after: int | None = None) -> Capture:
+    """The test at HEAD with the capture plugin recording calls of ``module.entry`` (a dotted name).
+    ``stop_after``: end the test run once that many calls are recorded (for a proposal, not a test pass)."""
     parsed = parse_test(test)
     tmp = Path(tempfile.mkdtemp(prefix="ks-capture-"))
     try:
@@ -53,7 +68,8 @@ def run_capture(target: Target, test: str, module: str, entry: str, backend: str
         with worktree(target) as root:
             env = pytest_env(backend, root, target.tests)
             env["PYTHONPATH"] = f"{tmp}:{env['PYTHONPATH']}"
-            env.update(KS_CAPTURE_MODULE=module, KS_CAPTURE_ENTRY=entry, KS_CAPTURE_OUT=str(out))
+            env.update(KS_CAPTURE_MODULE=module, KS_CAPTURE_ENTRY=entry, KS_CAPTURE_OUT=str(out),
+                       KS_CAPTURE_CPU="1" if backend == "interpret" else "0", KS_CAPTURE_STOP=str(stop_after or 0))
             if parsed.is_command:  # a command that runs pytest picks the plugin up from here
                 env["PYTEST_ADDOPTS"] = f"-p {PLUGIN_NAME} {env.get('PYTEST_ADDOPTS', '')}".strip()
             python = target.tests.python if target.tests else None
@@ -64,6 +80,7 @@ def run_capture(target: Target, test: str, module: str, entry: str, backend: str
             record = json.loads(line)
             if record.get("summary"):
                 capture.installed, capture.error = record["installed"], record["error"]
+                capture.cuda_moved = record.get("cuda_moved")
             else:
                 capture.calls.append(record)
         return capture

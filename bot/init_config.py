@@ -181,17 +181,21 @@ def from_calls(row: ScanRow, calls: list[dict], limit: int = 4) -> Proposal | No
 
 def proposals(root: Path, capture=None, only: list[str] | None = None) -> list[Proposal]:
     """One proposal per entry that a test reaches (``only``: these entry names). ``capture(row, test, dotted)``
-    returns the calls recorded while that test ran."""
+    returns the calls recorded while that test ran, and why there were none (or None)."""
     index = RepoIndex(root)
     out: dict[str, Proposal] = {}
     for row in scan(root, index=index):
         if not row.entry or not row.tests or row.entry in out or (only and row.entry_name not in only):
             continue
-        prop = None
+        prop, why = None, None
         if capture is not None:
-            calls = capture(row, row.tests[0], import_root(Path(root), row.entry_file)[2])
+            calls, why = capture(row, row.tests[0], import_root(Path(root), row.entry_file)[2])
             prop = from_calls(row, calls or [])
-        out[row.entry] = prop or from_signature(index, row)
+        if prop is None:
+            prop = from_signature(index, row)
+            if why:
+                prop.review.insert(0, f"the capture run of {row.tests[0]} recorded no call of {row.entry_name}: {why}")
+        out[row.entry] = prop
     names: set[str] = set()
     for prop in out.values():
         while prop.name in names:
@@ -200,7 +204,8 @@ def proposals(root: Path, capture=None, only: list[str] | None = None) -> list[P
     return list(out.values())
 
 
-def render(props: list[Proposal]) -> str:
+def render(props: list[Proposal], python: str | None = None) -> str:
+    """The proposal as YAML; ``python`` (the interpreter the capture ran in, as the user gave it) goes in too."""
     kernels = {}
     for p in props:
         entry = {"path": p.path, "entry": p.entry, "test": p.test, "dtypes": p.dtypes}
@@ -212,6 +217,7 @@ def render(props: list[Proposal]) -> str:
             "# docs/config.md in kernelsmith describes each key."]
     for p in props:
         head += [f"# {p.name}: REVIEW {r}" for r in p.review]
-    body = yaml.dump({"version": 1, "kernels": kernels}, Dumper=_NoAliases, sort_keys=False,
+    top = {"version": 1, **({"python": python} if python else {}), "kernels": kernels}
+    body = yaml.dump(top, Dumper=_NoAliases, sort_keys=False,
                      default_flow_style=None, width=110)
     return "\n".join(head) + "\n" + body

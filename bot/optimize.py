@@ -227,7 +227,8 @@ def _preflight(opts: OptimizeOptions) -> _Job:
                             "Point `test:` at the tests of this kernel (`kernelsmith scan` lists the tests that reach "
                             "each entry), so that a changed kernel is really tested.")
         cases, spec.captured = captured_cases(capture.calls, kernel, backend, kernel.captured_cases, spec.cases)
-        spec.captured["plugin_error"] = capture.error
+        spec.captured.update(plugin_error=capture.error, test=capture.run.command, limit=kernel.captured_cases,
+                             configured=len(spec.cases), cuda_moved=capture.cuda_moved)
         spec.cases += cases
     seed = opts.seed if opts.seed is not None else secrets.randbits(31)
     return _Job(target, kernel, backend, spec, seed, Path(opts.out).resolve())
@@ -353,7 +354,8 @@ def optimize(opts: OptimizeOptions, progress: Progress | None = None) -> Optimiz
             target={"root": str(job.target.root), "commit": job.target.commit, "module": job.spec.module,
                     "test": job.kernel.test, "branch": job.target.branch},
             reproduce=_reproduce_command(opts, job.backend, job.seed), notes=[], min_speedup=opts.min_speedup,
-            shown_kind=decision.shown_kind)
+            shown_kind=decision.shown_kind, capture=job.spec.captured,
+            autotune=tuner.tuner.autotune_findings(archive))
         report["run"] = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "seed": job.seed}
         applied = None
         if opts.apply and champion:

@@ -44,6 +44,10 @@ class TestTarget:
         return not self.is_command or self.argv[0] == "pytest" or self.argv[1:3] == ("-m", "pytest")
 
 
+def _looks_like_path(word: str) -> bool:
+    return "/" in word or "::" in word or word.endswith(".py") or word in ("test", "tests")
+
+
 def parse_test(text: str) -> TestTarget:
     """Raises ValueError (the config turns it into an error naming the line) for an unusable test line."""
     try:
@@ -55,12 +59,17 @@ def parse_test(text: str) -> TestTarget:
     is_command = words[0] in COMMAND_WORDS or words[0].startswith(("./", "/"))
     paths, skip = [], False
     for word in words[1:] if is_command else words:
-        if skip:
+        if skip is True:
             skip = False
             continue
         if word.startswith("-"):
-            skip = word in _OPTIONS_WITH_VALUE
+            # a known option's value, or a repository's own `--mode quick` (a value that is no path)
+            skip = word in _OPTIONS_WITH_VALUE or ("-" if word.startswith("--") and "=" not in word else False)
             continue
+        if skip == "-" and not _looks_like_path(word):
+            skip = False
+            continue
+        skip = False
         path = word.split("::", 1)[0]
         if not is_command or path.endswith(".py") or "/" in path:
             if path.startswith("/") or ".." in PurePosixPath(path).parts:

@@ -35,9 +35,11 @@ def build_report(*, spec: TaskSpec, backend: str, verdict: str, reason: str, sho
                  champion: Candidate | None, changes: list[str], archive: Archive, search: dict,
                  repo_test: dict | None, baseline_repo_test: dict | None, trials: int, held_out_cases: int,
                  target: dict, reproduce: str, notes: list[str], min_speedup: float = 1.03,
-                 shown_kind: str = "baseline") -> dict:
+                 shown_kind: str = "baseline", capture: dict | None = None,
+                 autotune: list[dict] | None = None) -> dict:
     """``shown`` is the evaluation whose per-case rows are reported; ``shown_kind`` says whose it is:
-    champion (its verification), best_candidate, or baseline (timed against itself)."""
+    champion (its verification), best_candidate, or baseline (timed against itself). ``capture`` is what the
+    capture run recorded (``TaskSpec.captured``), ``autotune`` the tuner's findings on autotuned kernels."""
     shown_dict = shown.to_dict()
     rows = shown_dict["cases"]
     methods = sorted({r["timing_method"] for r in rows if r.get("timing_method")})
@@ -75,6 +77,8 @@ def build_report(*, spec: TaskSpec, backend: str, verdict: str, reason: str, sho
         },
         "search": {**search, "failures_by_stage": failures_by_stage(archive)},
         "environment": shown_dict["env"] or {},
+        "capture": capture or None,
+        "autotune": autotune or [],
         "reproduce": {"command": reproduce},
         "notes": notes,
     }

@@ -33,6 +33,7 @@ class _File:
     kernels: dict[str, tuple[int, bool]] = field(default_factory=dict)  # name -> (line, autotuned)
     defs: dict[str, ast.AST] = field(default_factory=dict)
     bindings: dict[str, tuple[str, str | None]] = field(default_factory=dict)  # local -> (dotted, symbol)
+    star: list[str] = field(default_factory=list)  # modules re-exported by `from x import *`, in order
 
 
 @dataclass
@@ -117,7 +118,10 @@ class RepoIndex:
                     parts = parts[:len(parts) - node.level + 1] if node.level > 1 else parts
                     base = ".".join([*parts, *([node.module] if node.module else [])])
                 for a in node.names:
-                    f.bindings[a.asname or a.name] = (base, a.name)
+                    if a.name == "*":
+                        f.star.append(base)
+                    else:
+                        f.bindings[a.asname or a.name] = (base, a.name)
             elif isinstance(node, ast.Import):
                 for a in node.names:
                     f.bindings[a.asname or a.name.split(".")[0]] = (a.name if a.asname else a.name.split(".")[0], None)
@@ -133,7 +137,11 @@ class RepoIndex:
             return None
         if name in f.defs:
             return (rel, name)
-        if name not in f.bindings:
+        if name not in f.bindings:  # a package's `from .ops import *` re-exports: the last one wins, as in Python
+            for module in reversed(f.star):
+                found = self.resolve(self.by_dotted.get(module), name, attr, depth + 1)
+                if found:
+                    return found
             return None
         module, symbol = f.bindings[name]
         if symbol is None:  # `import a.b as m` -> m.attr
@@ -239,11 +247,20 @@ def _entry_for(index: RepoIndex, launch: Launch) -> tuple[str | None, str]:
     return owner, f"the launcher {owner} is private and no public function of its file calls it"
 
 
+def is_benchmark(rel: str) -> bool:
+    """A benchmark or tuning script (``benchmark/test_fused_perf.py``, ``test/kernel/x_tuning.py``): it may call
+    the entry, but it checks no result."""
+    words = [p.lower() for p in PurePosixPath(rel).parts]
+    return any(w.startswith(("bench", "perf", "profil")) for w in words[:-1]) \
+        or any(w in PurePosixPath(words[-1]).stem for w in ("bench", "perf", "tuning", "profil"))
+
+
 def closeness(row: ScanRow, test: str, root: Path | None) -> tuple:
-    """Closest first: a test that names the entry, then its module, then one named after its file."""
+    """Closest first: a test that names the entry, then its module, then one named after its file; benchmark
+    and tuning scripts after every other test."""
     source = Path(row.entry_file or row.file)
     text = (Path(root) / test).read_text(errors="replace") if root and (Path(root) / test).is_file() else ""
-    return (bool(row.entry_name) and row.entry_name not in text,
+    return (is_benchmark(test), bool(row.entry_name) and row.entry_name not in text,
             f".{source.stem}" not in text and f"/{source.stem}" not in text, source.stem not in Path(test).stem,
             Path(test).name == "conftest.py", len(Path(test).parts), test)
 

@@ -112,15 +112,39 @@ class LaunchTuner:
             differs = len(configs) > 1
             key_blind = differs and max(gains.values()) >= margin
             key = next((k for k in self.knobs if k.kernel == knob.kernel and k.name == "key"), None)
+            keys_tried = self._keys_tried(archive, key) if key else {}
             note = ""
             if key_blind:
                 note = (f"{knob.kernel}: the best config differs across shapes and the autotuned baseline is up to "
                         f"{max(gains.values()):.2f}x slower than the best pinned config on some of them: its "
-                        f"key {key.label(0) if key else ''} cannot tell these shapes apart"
-                        + (f"; keys to try: {', '.join(key.labels[1:])}" if key and len(key.labels) > 1 else ""))
+                        f"key {key.label(0) if key else ''} cannot tell these shapes apart")
+                better = {k: v for k, v in keys_tried.items() if v >= margin}
+                if better:
+                    top = max(better, key=better.get)
+                    note += f"; re-keyed as {top} it measured {better[top]:.2f}x (geometric mean)"
+                elif key and len(key.labels) > 1:
+                    untried = [lab for lab in key.labels[1:] if lab not in keys_tried]
+                    note += (f"; keys to try: {', '.join(untried)}" if untried else
+                             "; no run-time argument in the key helped: choose the config by shape in the launcher "
+                             "(" + ", ".join(f"{c}: {lab}" for c, (_, lab, _) in sorted(best.items())) + ")")
+                else:
+                    note += ("; no run-time argument is free to add to the key: choose the config by shape in the "
+                             "launcher (" + ", ".join(f"{c}: {lab}" for c, (_, lab, _) in sorted(best.items())) + ")")
             elif differs:
                 note = f"{knob.kernel}: the best config differs across shapes, and the autotuner already finds it"
             findings.append({"kernel": knob.kernel, "line": knob.line, "key": key.label(0) if key else None,
                              "best_config": {c: label for c, (_, label, _) in best.items()},
-                             "pinned_speedup": gains, "differs": differs, "key_blind": key_blind, "note": note})
+                             "pinned_speedup": gains, "differs": differs, "key_blind": key_blind,
+                             "keys_tried": keys_tried, "note": note})
         return findings
+
+    @staticmethod
+    def _keys_tried(archive: Archive, key: Knob) -> dict[str, float]:
+        """Geometric-mean speedup of each re-keyed candidate that changed nothing but the key."""
+        tried: dict[str, float] = {}
+        for cand in archive.candidates:
+            choice = cand.genome.get(key.key, 0)
+            if choice and set(cand.genome) == {key.key} and cand.evaluation and cand.evaluation.ok \
+                    and cand.evaluation.timed and cand.evaluation.fitness is not None:
+                tried[key.labels[choice]] = round(max(tried.get(key.labels[choice], 0.0), cand.evaluation.fitness), 3)
+        return tried

@@ -10,6 +10,11 @@ environment says what to record:
     KS_CAPTURE_LIMIT    at most this many calls are recorded (default 2000)
     KS_CAPTURE_WRITES   for at most this many distinct signatures, inputs are cloned before the call and
                         compared after it, to see which arguments the entry writes (default 32)
+    KS_CAPTURE_STOP     when set above 0, the test session stops after this many recorded calls (for
+                        `kernelsmith init`, which needs calls, not a pass)
+    KS_CAPTURE_CPU      "1" on the CPU interpreter: tensors the tests place on ``cuda`` (``device="cuda"``,
+                        ``.cuda()``, ``.to("cuda")``) are made on the CPU instead, and ``torch.cuda.synchronize``
+                        does nothing, so that tests written for a GPU run as a dry run; the summary counts them
 
 Each line holds, per argument, a tensor's shape, dtype, strides, contiguity, storage offset and device, or a
 scalar's value, and which tensors the call wrote; and the test that made the call. The entry is replaced in
@@ -24,7 +29,48 @@ import json
 import os
 import sys
 
-_STATE: dict = {"original": None, "wrapper": None, "calls": 0, "signatures": set(), "error": None}
+_STATE: dict = {"original": None, "wrapper": None, "calls": 0, "signatures": set(), "error": None,
+                "cuda_moved": None, "session": None}
+
+
+def _on_cpu(device):
+    """``device`` with CUDA replaced by the CPU (a string, a torch.device or a bare GPU index)."""
+    import torch
+
+    if isinstance(device, str) and device.split(":")[0] == "cuda":
+        return "cpu"
+    if isinstance(device, torch.device) and device.type == "cuda":
+        return torch.device("cpu")
+    if isinstance(device, int) and not isinstance(device, bool):
+        return "cpu"
+    return device
+
+
+def _map_cuda_to_cpu() -> None:
+    """Tests that hard-code ``device="cuda"`` run on the CPU interpreter: every torch call that places a tensor
+    on CUDA places it on the CPU (a TorchFunctionMode kept for the whole run)."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    moved = _STATE["cuda_moved"] = {"count": 0}
+
+    class CudaOnCpu(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = dict(kwargs or {})
+            name = getattr(func, "__name__", "")
+            if "device" in kwargs and _on_cpu(kwargs["device"]) is not kwargs["device"]:
+                kwargs["device"] = _on_cpu(kwargs["device"])
+                moved["count"] += 1
+            if name == "cuda" and args and isinstance(args[0], torch.Tensor):
+                moved["count"] += 1
+                return args[0]
+            if name == "to" and len(args) > 1 and _on_cpu(args[1]) is not args[1]:
+                args = (args[0], _on_cpu(args[1]), *args[2:])
+                moved["count"] += 1
+            return func(*args, **kwargs)
+
+    torch.cuda.synchronize = lambda *a, **k: None
+    CudaOnCpu().__enter__()  # never left: the mode lasts as long as the test run
 
 
 def _describe(value) -> dict:
@@ -86,6 +132,9 @@ def _wrap(fn):
             before = {n: v.detach().clone() for n, v in bound.arguments.items() if isinstance(v, torch.Tensor)}
         result = fn(*args, **kwargs)
         _STATE["calls"] += 1
+        stop = int(os.environ.get("KS_CAPTURE_STOP", "0") or 0)
+        if stop and _STATE["calls"] >= stop and _STATE["session"] is not None:
+            _STATE["session"].shouldstop = f"kernelsmith: {stop} calls recorded"
         written = None
         if before:
             written = sorted(n for n, b in before.items() if _changed(b, bound.arguments[n].detach()))
@@ -124,11 +173,17 @@ def install() -> None:
     _rebind()
 
 
+if os.environ.get("KS_CAPTURE_CPU") == "1":
+    _map_cuda_to_cpu()
 install()  # before conftest files and test modules bind the entry by name
 
 
 def pytest_configure(config) -> None:
     install()
+
+
+def pytest_sessionstart(session) -> None:
+    _STATE["session"] = session
 
 
 def pytest_collection_finish(session) -> None:
@@ -139,4 +194,5 @@ def pytest_collection_finish(session) -> None:
 
 def pytest_sessionfinish(session, exitstatus) -> None:
     _write({"summary": True, "calls": _STATE["calls"], "error": _STATE["error"],
-            "installed": _STATE["wrapper"] is not None})
+            "installed": _STATE["wrapper"] is not None,
+            "cuda_moved": None if _STATE["cuda_moved"] is None else _STATE["cuda_moved"]["count"]})

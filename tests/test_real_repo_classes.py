@@ -1,0 +1,113 @@
+"""Problems a real repository brought that kernelsmith's own examples did not (FlagGems, lightllm), each as a
+small repository on disk: package re-exports through `import *`, benchmark scripts named like tests, a test
+option with a value, tests that hard-code `device="cuda"` run on the CPU interpreter, a capture run that cannot
+record anything, and a long test file cut short when only a proposal is wanted."""
+import sys
+
+import git
+import yaml
+from conftest import commit_all
+from typer.testing import CliRunner
+
+from bot.capture import run_capture
+from bot.cli import app
+from bot.repo_tests import TestSettings, parse_test
+from bot.scan import scan
+from bot.target import open_target
+
+KERNEL = '''\
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _scale_kernel(x_ptr, n, alpha, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=mask) * alpha, mask=mask)
+
+
+def scale_(x, alpha=2.0):
+    n = x.numel()
+    _scale_kernel[(triton.cdiv(n, 64),)](x, n, alpha, BLOCK=64)
+    return x
+'''
+
+# as lightllm's unit tests: the device is hard-coded, and the GPU is synchronised
+TEST = '''\
+import pytest
+import torch
+
+import gems
+
+
+@pytest.mark.parametrize("n", [3, 70, 130, 200, 260])
+def test_scale(n):
+    x = torch.randn(n, device="cuda")
+    want = x * 2.0
+    gems.scale_(x)
+    torch.cuda.synchronize()
+    assert torch.allclose(x, want)
+    assert torch.ones(2).cuda().device == x.device
+'''
+
+
+def make_repo(tmp_path, test=TEST, init_extra=""):
+    """FlagGems' layout: src/gems/__init__.py re-exports its ops with `from gems.ops import *`."""
+    root = tmp_path / "gems-repo"
+    (root / "src/gems/ops").mkdir(parents=True)
+    (root / "src/gems/__init__.py").write_text(f"{init_extra}from gems.ops import *  # noqa: F403\n")
+    (root / "src/gems/ops/__init__.py").write_text("from gems.ops.scale import scale_\n\n__all__ = ['scale_']\n")
+    (root / "src/gems/ops/scale.py").write_text(KERNEL)
+    (root / "tests").mkdir()
+    (root / "tests/test_scale.py").write_text(test)
+    (root / "benchmark").mkdir()
+    (root / "benchmark/test_ops_perf.py").write_text("import torch\nimport gems\n\n\ndef test_perf():\n"
+                                                    "    gems.scale_(torch.randn(4096))\n")
+    (root / "pytest.ini").write_text("[pytest]\npythonpath = src\n")
+    commit_all(git.Repo.init(root, initial_branch="main"), "baseline")
+    return root
+
+
+def test_entries_re_exported_with_import_star_are_reached_and_benchmarks_come_last(tmp_path):
+    root = make_repo(tmp_path)
+    [row] = scan(root)
+    assert row.entry == "src/gems/ops/scale.py:scale_"
+    assert row.tests == ["tests/test_scale.py", "benchmark/test_ops_perf.py"]  # the perf script reaches it too
+
+
+def test_a_repository_option_with_a_value_is_not_taken_for_a_path():
+    test = parse_test("tests/test_norm_ops.py -k fused_add_rms_norm --mode quick")
+    assert test.paths == ("tests/test_norm_ops.py",)
+    assert parse_test("--ref cpu tests/test_a.py tests").paths == ("tests/test_a.py", "tests")
+    assert parse_test("pytest tests/a.py --mode=quick tests/b.py::TestB").paths == ("tests/a.py", "tests/b.py")
+
+
+def test_tests_that_hard_code_cuda_run_on_the_cpu_interpreter_and_are_counted(tmp_path):
+    target = open_target(make_repo(tmp_path))
+    target.tests = TestSettings(import_roots=["src"])
+    capture = run_capture(target, "tests/test_scale.py", "gems.ops.scale", "scale_", "interpret")
+    assert capture.run.passed, capture.run.output_tail
+    assert [c["args"]["x"]["shape"] for c in capture.calls] == [[3], [70], [130], [200], [260]]
+    assert all(c["args"]["x"]["device"] == "cpu" and c["written"] == ["x"] for c in capture.calls)
+    assert capture.cuda_moved == 10  # five `device="cuda"` and five `.cuda()`
+
+
+def test_a_proposal_needs_calls_not_a_pass_so_the_run_stops_early(tmp_path):
+    target = open_target(make_repo(tmp_path))
+    target.tests = TestSettings(import_roots=["src"])
+    capture = run_capture(target, "tests/test_scale.py", "gems.ops.scale", "scale_", "interpret", stop_after=2)
+    assert len(capture.calls) == 2 and "kernelsmith: 2 calls recorded" in capture.run.output_tail
+
+
+def test_init_says_why_the_capture_recorded_nothing_and_keeps_the_python(tmp_path):
+    root = make_repo(tmp_path, init_extra="import not_installed_engine_dep  # noqa: F401\n")
+    out = tmp_path / "proposal.yml"
+    result = CliRunner().invoke(app, ["init", str(root), "--capture", "--backend", "interpret", "--python",
+                                      sys.executable, "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    text = out.read_text()
+    assert "scale_: REVIEW the capture run of tests/test_scale.py recorded no call of scale_" in text
+    assert "ModuleNotFoundError: No module named 'not_installed_engine_dep'" in text
+    assert yaml.safe_load(text)["python"] == sys.executable

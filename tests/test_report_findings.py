@@ -1,0 +1,86 @@
+"""The report's sections for real repositories: the capture run's cases and the tuner's autotune findings."""
+from types import SimpleNamespace
+
+from test_launch_params import AUTOTUNED
+
+from bot.report import build_report, render_markdown
+from evolver.archive import Archive
+from evolver.candidate import Candidate
+from evolver.operators import LaunchTuner
+from runners.results import CaseResult, Environment, Evaluation
+from runners.task import Case, TaskSpec
+
+SPEC = TaskSpec(kernel="norm", module="pkg/norm.py", entry="norm", args=[],
+                cases=[Case({"T": 1}, "float16"), Case({"T": 8192}, "float16")])
+
+
+def tuned(i, genome, times):
+    cases = [CaseResult(case=c, correct=True, trials=3, baseline_us=b, candidate_us=t)
+             for c, (b, t) in times.items()]
+    return Candidate(id=i, source="", operator="tuner", genome=genome,
+                     evaluation=Evaluation(stage="done", ok=True, timed=True, cases=cases))
+
+
+def report(capture=None, autotune=None):
+    shown = Evaluation(stage="done", ok=True, cases=[CaseResult(c.id, correct=True, trials=3) for c in SPEC.cases],
+                       env=Environment(backend="interpret", device="cpu (Triton interpreter)"))
+    return build_report(spec=SPEC, backend="triton", verdict="not_timed", reason="-", shown=shown,
+                        champion=None, changes=[], archive=Archive(),
+                        search={"budget": 4, "evaluated": 4, "failures": 0, "duplicates_rejected": 0,
+                                "exhausted": False, "best_fitness": 1.0, "knobs": []},
+                        repo_test=None, baseline_repo_test=None, trials=3, held_out_cases=0,
+                        target={"commit": "a" * 40, "module": SPEC.module}, reproduce="kernelsmith optimize x",
+                        notes=[], capture=capture, autotune=autotune)
+
+
+def findings(*candidates):
+    return LaunchTuner(AUTOTUNED, entry="norm").autotune_findings(SimpleNamespace(candidates=list(candidates)))
+
+
+def test_the_report_shows_how_many_calls_were_recorded_and_kept():
+    capture = {"calls": 605, "distinct": 121, "kept": 6, "limit": 6, "configured": 2,
+               "skipped": {"too large or bf16 for the CPU interpreter": 40}, "written_by_tests": ["x", "y"],
+               "undeclared_written": ["y"], "plugin_error": None, "cuda_moved": 1210,
+               "test": "python -m pytest -q tests/test_norm.py"}
+    r = report(capture=capture)
+    md = render_markdown(r)
+    assert r["capture"]["kept"] == 6
+    assert ("`python -m pytest -q tests/test_norm.py` called the entry 605 times (121 distinct calls that fit "
+            "`args`); 6 were kept as cases (at most 6, spread from the smallest call to the largest), beside 2 "
+            "configured cases. Left out: 40 (too large or bf16 for the CPU interpreter).") in md
+    assert "write `y`, which `written:` does not list" in md
+    assert "1210 tensor placements on `cuda` in the tests were made on the CPU" in md
+    plain = render_markdown(report())
+    assert "Cases from the repository's own tests" not in plain and "Autotuned kernels" not in plain
+    assert "\n\n\n\n" not in plain and "\n### Search" in plain
+
+
+def test_a_key_blind_autotuner_is_reported_with_the_re_key_that_fixed_it():
+    configs, key = LaunchTuner(AUTOTUNED, entry="norm").knobs
+    small = tuned(1, {configs.key: 1}, {"T=1/float16": (2.0, 1.9), "T=8192/float16": (40.0, 60.0)})
+    large = tuned(2, {configs.key: 4}, {"T=1/float16": (2.0, 2.6), "T=8192/float16": (40.0, 25.0)})
+    rekeyed = tuned(3, {key.key: 1}, {"T=1/float16": (2.0, 1.95), "T=8192/float16": (40.0, 26.0)})
+    [f] = findings(small, large, rekeyed)
+    assert f["key_blind"] and f["keys_tried"] == {"['N', 'M'] (re-tune per value of M)": round(
+        ((2.0 / 1.95) * (40.0 / 26.0)) ** 0.5, 3)}
+    assert "re-keyed as ['N', 'M'] (re-tune per value of M) it measured 1.26x" in f["note"]
+    md = render_markdown(report(autotune=[f]))
+    assert "### Autotuned kernels" in md and "- `_norm` (line 11, key `['N']`): the best config differs" in md
+    assert "| `T=8192/float16` | BLOCK=256, num_warps=8 | 1.600× |" in md
+    assert "| `T=1/float16` | BLOCK=64, num_warps=2 | 1.053× |" in md
+
+
+def test_without_a_helpful_key_the_finding_proposes_a_choice_by_shape():
+    configs, key = LaunchTuner(AUTOTUNED, entry="norm").knobs
+    small = tuned(1, {configs.key: 1}, {"T=1/float16": (2.0, 1.9), "T=8192/float16": (40.0, 60.0)})
+    large = tuned(2, {configs.key: 4}, {"T=1/float16": (2.0, 2.6), "T=8192/float16": (40.0, 25.0)})
+    [f] = findings(small, large)  # no re-keyed candidate evaluated yet
+    assert f["keys_tried"] == {} and "keys to try: ['N', 'M']" in f["note"]
+    useless = tuned(3, {key.key: 1}, {"T=1/float16": (2.0, 2.0), "T=8192/float16": (40.0, 40.0)})
+    [f] = findings(small, large, useless)
+    assert "choose the config by shape in the launcher (T=1/float16: BLOCK=64, num_warps=2, " \
+           "T=8192/float16: BLOCK=256, num_warps=8)" in f["note"]
+    same = tuned(4, {configs.key: 1}, {"T=1/float16": (2.0, 1.9), "T=8192/float16": (40.0, 39.0)})
+    [f] = findings(same)
+    assert not f["differs"] and "one config is best on every case (BLOCK=64, num_warps=2)" in render_markdown(
+        report(autotune=[f]))
