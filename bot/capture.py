@@ -50,9 +50,12 @@ class Capture:
         if not self.runs_pytest:
             return "the test command does not run pytest, so the recorder was not loaded"
         lines = [x.strip() for x in self.run.output_tail.splitlines() if x.strip()]
-        last = next((x for x in reversed(lines) if x.startswith("E ")), lines[-1] if lines else "")  # pytest's error
+        last = next((x for x in reversed(lines) if x.startswith("E ")),  # pytest's error, else its summary line
+                    next((x for x in reversed(lines) if x.startswith(("FAILED ", "ERROR "))), lines[-1] if lines else ""))
         if not self.run.passed:
-            return f"`{self.run.command}` exited {self.run.returncode}: {last.strip()[:300]}"
+            hint = ("; Triton's CPU interpreter cannot run this kernel as written (compiled Triton may): capture on "
+                    "a GPU with --backend triton") if "InterpreterError" in self.run.output_tail else ""
+            return f"`{self.run.command}` exited {self.run.returncode}: {last.strip()[:300]}{hint}"
         return f"`{self.run.command}` passed without calling it ({last.strip()[:200]})"
 
 
@@ -75,6 +78,7 @@ def run_capture(target: Target, test: str, module: str, entry: str, backend: str
             python = target.tests.python if target.tests else None
             argv = command_line(parsed, python, None if parsed.is_command else PLUGIN_NAME)
             run = timed_test_run(argv, root, env, timeout, python)
+        run.command = run.command.replace(f" -p {PLUGIN_NAME}", "")  # shown as the user would run it
         capture = Capture(run=run, runs_pytest=parsed.runs_pytest)
         for line in out.read_text().splitlines() if out.exists() else []:
             record = json.loads(line)

@@ -151,7 +151,7 @@ def check_import(root: Path, name: str, kernel: KernelConfig, plan: Extraction, 
 
 def import_error(name: str, kernel: KernelConfig, result: dict, backend: str, python: str) -> UserError:
     frames = result.get("frames") or []
-    deepest = frames[-1] if frames else None
+    deepest = frames[result.get("blame", -1)] if frames else None  # a helper that only raises names its caller
     at = f"{deepest['file']} line {deepest['line']}" if deepest else kernel.path
     code = f" (`{deepest['code']}`)" if deepest and deepest.get("code") else ""
     via = ""

@@ -39,6 +39,15 @@ def _frames(exc: BaseException, tmp: Path, root: Path) -> list[dict]:
     return out
 
 
+def _blame(frames: list[dict]) -> int:
+    """The frame to name: the deepest one, unless it only raises an error for its caller (FlagGems'
+    ``error.device_not_found()``), in which case the caller's line is what does the work."""
+    i = len(frames) - 1
+    while i > 0 and frames[i]["code"].startswith("raise ") and frames[i]["function"] != "<module>":
+        i -= 1
+    return max(i, 0)
+
+
 def _kind(exc: BaseException, backend: str) -> str:
     if isinstance(exc, ModuleNotFoundError):
         return "missing_module"
@@ -63,9 +72,10 @@ def check(job: dict) -> dict:
         try:
             module = importlib.import_module(name)
         except BaseException as exc:  # noqa: BLE001 - anything the target raises at import is the answer
+            frames = _frames(exc, tmp, root)
             return {"ok": False, "kind": _kind(exc, job["backend"]), "type": type(exc).__name__,
                     "message": str(exc)[:2000], "missing": getattr(exc, "name", None),
-                    "frames": _frames(exc, tmp, root)}
+                    "frames": frames, "blame": _blame(frames)}
         entry = getattr(module, job["entry"], None)
         if not callable(entry):
             names = sorted(n for n, v in vars(module).items() if callable(v) and not n.startswith("__"))

@@ -111,3 +111,37 @@ def test_init_says_why_the_capture_recorded_nothing_and_keeps_the_python(tmp_pat
     assert "scale_: REVIEW the capture run of tests/test_scale.py recorded no call of scale_" in text
     assert "ModuleNotFoundError: No module named 'not_installed_engine_dep'" in text
     assert yaml.safe_load(text)["python"] == sys.executable
+
+
+def test_a_device_probe_that_raises_through_a_helper_is_named_where_it_probes(tmp_path):
+    """FlagGems: the package's device detection calls ``error.device_not_found()``, whose only line raises."""
+    import pytest
+
+    from bot.config import parse_config
+    from bot.errors import UserError
+    from bot.kernel_checks import check_import
+    from runners.extract import extraction_plan
+
+    root = make_repo(tmp_path, init_extra="from gems.runtime import device  # noqa: F401\n")
+    (root / "src/gems/runtime").mkdir()
+    (root / "src/gems/runtime/__init__.py").write_text("")
+    (root / "src/gems/runtime/error.py").write_text(
+        "def device_not_found():\n    raise RuntimeError('No device were detected on your machine')\n")
+    (root / "src/gems/runtime/device.py").write_text(
+        "from gems.runtime import error\n\n\ndef detect():\n    error.device_not_found()\n\n\nVENDOR = detect()\n")
+    (root / "src/gems/ops/scale.py").write_text("from gems.runtime import device  # noqa: F401\n" + KERNEL)
+    kernel = parse_config("kernels:\n  scale:\n    path: src/gems/ops/scale.py\n    entry: scale_\n"
+                          "    test: tests/test_scale.py\n    args: {x: {shape: [N]}}\n    shapes: [{N: 8}]\n"
+                          ).kernels["scale"]
+    plan = extraction_plan(root, kernel.path, kernel.entry)
+    with pytest.raises(UserError) as err:
+        check_import(root, "scale", kernel, plan, "interpret", None, [str(root / "src")])
+    assert err.value.cause.startswith("src/gems/runtime/device.py line 5 (`error.device_not_found()`) queries the GPU")
+    assert "reached from src/gems/ops/scale.py line 1" in err.value.cause
+
+
+def test_the_capture_run_is_shown_as_the_user_would_run_it(tmp_path):
+    target = open_target(make_repo(tmp_path))
+    target.tests = TestSettings(import_roots=["src"])
+    capture = run_capture(target, "tests/test_scale.py -k 3", "gems.ops.scale", "scale_", "interpret")
+    assert capture.run.passed and capture.run.command == "python -m pytest -q -p no:cacheprovider tests/test_scale.py -k 3"
