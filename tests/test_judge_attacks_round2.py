@@ -71,3 +71,50 @@ def prefill_bundle(rms_bundle, tmp_path_factory):
 def test_the_window_commitments_cannot_be_steered(prefill_bundle, tmp_path):
     [ev] = _own_judge(prefill_bundle, tmp_path, [_source("forges_window_commitments.py")], timed=True)
     assert not ev["ok"] and ev["stage"] == "timing", ev
+
+
+# ---- the oracle's folder and the judge's parser ---------------------------------------------------------------
+
+@pytest.mark.xfail(strict=True, reason=(
+    "runners/judge.py _oracle_call: the oracle writes its outputs to files with predictable names in a folder the "
+    "candidate can write (same user: root fallback or a normal user); the candidate creates the next call's files "
+    "and keeps them open, the oracle's writer truncates and fills the same inode, and after the judge unlinks the "
+    "name the candidate returns the oracle's answer without computing anything (accepted as correct). Fix: the "
+    "oracle's outputs through a memfd or the pipe, or files created O_EXCL in a 0700 folder of another user, "
+    "or the candidate's process group stopped while the oracle's outputs exist"))
+def test_the_oracles_outputs_cannot_be_caught_in_its_outbox(rms_evaluator):
+    ev = rms_evaluator.evaluate(_source("plants_files_in_the_oracle_outbox.py"), seed=5, time_it=False, trials=2,
+                                static_policy=False)
+    assert not ev.ok and ev.stage == "correctness" and "out of tolerance" in ev.error, (ev.stage, ev.error)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "runners/wire.py Channel.recv: json.loads of a reply nested 50,000 deep raises RecursionError, which "
+    "runners/sandbox.py evaluate does not catch (only PeerGone, WireError, OSError, KeyError, TypeError, "
+    "ValueError, AttributeError, IndexError): it escapes Evaluator.evaluate. Fix: catch RecursionError (and "
+    "any Exception from a candidate's reply) as a protocol error; bound the nesting in decode_value too"))
+def test_a_deeply_nested_reply_is_a_protocol_error(rms_evaluator):
+    ev = rms_evaluator.evaluate(_source("deeply_nested_reply.py"), seed=5, time_it=False, trials=2,
+                                static_policy=False)
+    assert ev.stage == "crashed" and "broke the protocol" in ev.error, (ev.stage, ev.error)
+
+
+def test_the_evaluator_works_after_a_deeply_nested_reply(rms_evaluator):
+    try:
+        rms_evaluator.evaluate(_source("deeply_nested_reply.py"), seed=5, time_it=False, trials=1,
+                               static_policy=False)
+    except RecursionError:
+        pass  # the hole above; what matters here is the next evaluation
+    again = rms_evaluator.evaluate(rms_evaluator.baseline, seed=6, time_it=False, trials=1)
+    assert again.ok, again.error
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "runners/judge.py _clear_outbox and Exchange.clear unlink every entry of the oracle's outbox and of the "
+    "exchange, folders the candidate can write (same user): a directory left there raises IsADirectoryError, "
+    "runners/sandbox.py evaluate blames the candidate ('crashed') and keeps the oracle, and every later "
+    "evaluation, the baseline included, crashes the same way. Fix: folders the candidate cannot write; remove "
+    "trees; any error on the oracle's side restarts the oracle and is reported as the harness's"))
+def test_a_candidate_cannot_jam_later_evaluations(rms_bundle, tmp_path):
+    jammed, after = _own_judge(rms_bundle, tmp_path, [_source("jams_the_oracle_outbox.py"), "BASELINE"])
+    assert after["ok"], (jammed, after)
