@@ -26,6 +26,7 @@ from .repo_tests import (
     timed_test_run,
     worktree,
 )
+from .config import size_value
 from .target import Target
 
 PLUGIN = Path(__file__).resolve().parent.parent / "runners" / "capture_plugin.py"
@@ -128,7 +129,7 @@ def to_case(call: dict, kernel) -> tuple[Case | None, str]:
     for name, arg in kernel.args.items():
         rec = call["args"].get(name, {"kind": "absent"})
         if arg.shape is None:
-            if rec.get("kind") == "scalar" and rec["value"] != arg.value and arg.range is None:
+            if arg.size is None and rec.get("kind") == "scalar" and rec["value"] != arg.value and arg.range is None:
                 values[name] = rec["value"]
             continue
         present = rec.get("kind") == "tensor"
@@ -154,6 +155,17 @@ def to_case(call: dict, kernel) -> tuple[Case | None, str]:
         for key, value in shape.items():
             if isinstance(value, bool):
                 symbols.setdefault(key, False)
+    for name, arg in kernel.args.items():  # `size:` arguments, once the tensors have bound the symbols
+        if arg.size is None:
+            continue
+        rec = call["args"].get(name, {"kind": "absent"})
+        try:
+            want = size_value(arg.size, symbols)
+        except (KeyError, ValueError) as exc:
+            return None, f"argument `{name}`: {exc}"
+        if rec.get("kind") != "scalar" or rec["value"] != want:
+            return None, f"argument `{name}` was {rec.get('value', rec.get('kind'))}, the config's size gives {want}"
+        values[name] = want
     return Case(symbols=symbols, dtype=dtype or kernel.dtypes[0], origin="captured", strides=strides,
                 values=values), ""
 

@@ -46,15 +46,21 @@ class ArgConfig(_Strict):
     value: Any = None
     when: str | None = None
     range: list[float] | None = Field(default=None, min_length=2, max_length=2)  # scalar drawn per trial
+    # an int or a list of ints computed from the shape symbols per case: `normalized_shape: {size: [H]}`
+    size: int | str | list[int | str] | None = None
     vary: bool = True  # tensors: scales across orders of magnitude and structured rows per trial
 
     @model_validator(mode="after")
     def _tensor_or_scalar(self):
-        scalar = "value" in self.model_fields_set or self.range is not None
-        if self.shape is None and not scalar:
-            raise ValueError("an argument needs either `shape` (a tensor), `value` or `range` (a scalar)")
-        if self.shape is not None and scalar:
-            raise ValueError("an argument has `shape` or `value`/`range`, not both")
+        given = ["value"] * ("value" in self.model_fields_set) + ["range"] * (self.range is not None) \
+            + ["size"] * (self.size is not None)
+        if self.shape is None and not given:
+            raise ValueError("an argument needs either `shape` (a tensor), `value` or `range` (a scalar), or `size` "
+                             "(sizes from the shape symbols)")
+        if self.shape is not None and given:
+            raise ValueError(f"an argument has `shape` or `{given[0]}`, not both")
+        if len(given) > 1:
+            raise ValueError(f"an argument has one of `value`, `range` and `size`, not {' and '.join(given)}")
         if self.range is not None and self.range[0] > self.range[1]:
             raise ValueError("`range` is [low, high] with low <= high")
         return self
@@ -134,10 +140,11 @@ class KernelConfig(_Strict):
         for shapes in (self.shapes, self.smoke_shapes):
             for symbols in shapes:
                 for name, arg in self.args.items():
-                    if arg.shape is None or (arg.when and not symbols.get(arg.when)):
+                    dims = arg.shape if arg.shape is not None else _as_list(arg.size)
+                    if dims is None or (arg.when and not symbols.get(arg.when)):
                         continue
                     try:
-                        [eval_dim(d, symbols) for d in arg.shape]
+                        [eval_dim(d, symbols) for d in dims]
                     except (KeyError, ValueError, SyntaxError) as exc:
                         raise ValueError(f"shape {symbols}: argument `{name}`: {exc}") from None
         return self
@@ -214,19 +221,33 @@ def kernel_config(config: Config, name: str, where: Path) -> KernelConfig:
     return config.kernels[name]
 
 
-def _cases(shapes: list[dict], dtypes: list[str]) -> list[Case]:
-    return [Case(symbols=dict(s), dtype=d) for s, d in itertools.product(shapes, dtypes)]
+def _as_list(size) -> list | None:
+    return None if size is None else size if isinstance(size, list) else [size]
+
+
+def size_value(size, symbols: dict):
+    """A `size:` argument's value in one case: an int, or a list of ints."""
+    values = [eval_dim(d, symbols) for d in _as_list(size)]
+    return values if isinstance(size, list) else values[0]
+
+
+def _cases(shapes: list[dict], dtypes: list[str], sizes: dict | None = None) -> list[Case]:
+    sizes = sizes or {}
+    return [Case(symbols=dict(s), dtype=d, values={n: size_value(z, s) for n, z in sizes.items()})
+            for s, d in itertools.product(shapes, dtypes)]
 
 
 def task_spec(name: str, kernel: KernelConfig, backend: str) -> TaskSpec:
     """The task for one backend. On the interpreter, the smoke shapes are searched and bf16 is left out
     (its arithmetic is wrong there); on a GPU the smoke shapes are held out for the champion's check."""
+    sizes = {n: a.size for n, a in kernel.args.items() if a.size is not None}
     if backend == "interpret":
         dtypes = [d for d in kernel.dtypes if d != "bfloat16"] or ["float32"]
-        cases, held_out = _cases(kernel.smoke_shapes or kernel.shapes, dtypes), []
+        cases, held_out = _cases(kernel.smoke_shapes or kernel.shapes, dtypes, sizes), []
     else:
-        cases, held_out = _cases(kernel.shapes, kernel.dtypes), _cases(kernel.smoke_shapes, kernel.dtypes)
-    args = [ArgSpec(name=n, **a.model_dump()) for n, a in kernel.args.items()]
+        cases = _cases(kernel.shapes, kernel.dtypes, sizes)
+        held_out = _cases(kernel.smoke_shapes, kernel.dtypes, sizes)
+    args = [ArgSpec(name=n, **a.model_dump(exclude={"size"})) for n, a in kernel.args.items()]
     tolerances = {d: Tolerance(t.atol, t.rtol) for d, t in kernel.tolerances.items()}
     return TaskSpec(kernel=name, module=kernel.path, entry=kernel.entry, args=args, cases=cases,
                     held_out=held_out, tolerances=tolerances, written=list(kernel.written),

@@ -145,3 +145,109 @@ def test_the_capture_run_is_shown_as_the_user_would_run_it(tmp_path):
     target.tests = TestSettings(import_roots=["src"])
     capture = run_capture(target, "tests/test_scale.py -k 3", "gems.ops.scale", "scale_", "interpret")
     assert capture.run.passed and capture.run.command == "python -m pytest -q -p no:cacheprovider tests/test_scale.py -k 3"
+
+
+NORM = '''\
+import math
+
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _row_scale_kernel(x_ptr, w_ptr, y_ptr, N, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < N
+    x = tl.load(x_ptr + row * N + cols, mask=mask).to(tl.float32)
+    w = tl.load(w_ptr + cols, mask=mask).to(tl.float32)
+    tl.store(y_ptr + row * N + cols, (x * w).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def row_scale(x, normalized_shape, weight):
+    """As FlagGems' norms: the normalised dimensions come as a list of sizes."""
+    N = math.prod(normalized_shape)
+    M = x.numel() // N
+    y = torch.empty_like(x)
+    _row_scale_kernel[(M,)](x, weight, y, N, BLOCK=triton.next_power_of_2(N))
+    return y
+'''
+
+NORM_TEST = '''\
+import pytest
+import torch
+
+import gems
+
+
+@pytest.mark.parametrize("shape", [(3, 40), (5, 64)])
+def test_row_scale(shape):
+    x = torch.randn(shape, device="cuda", dtype=torch.float16)
+    w = torch.randn(shape[-1], device="cuda", dtype=torch.float16)
+    torch.testing.assert_close(gems.row_scale(x, [shape[-1]], w), x * w, atol=2e-3, rtol=2e-3)
+'''
+
+NORM_CONFIG = '''\
+version: 1
+kernels:
+  row_scale:
+    path: src/gems/ops/row_scale.py
+    entry: row_scale
+    test: tests/test_row_scale.py
+    dtypes: [float16]
+    args:
+      x: {shape: [T, H]}
+      normalized_shape: {size: [H]}
+      weight: {shape: [H]}
+    shapes: [{T: 1, H: 4096}]
+    smoke_shapes: [{T: 2, H: 128}]
+'''
+
+
+def test_a_list_of_sizes_argument_follows_the_shape_symbols_end_to_end(tmp_path):
+    """FlagGems' `normalized_shape`: `size: [H]` gives [128] in the configured case and [40], [64] in the captured
+    ones; the whole job runs on the CPU from tests written for a GPU, through the package's `import *`."""
+    from bot.optimize import OptimizeOptions, optimize
+
+    root = make_repo(tmp_path)
+    (root / "src/gems/ops/row_scale.py").write_text(NORM)
+    (root / "src/gems/ops/__init__.py").write_text("from gems.ops.scale import scale_\n"
+                                                   "from gems.ops.row_scale import row_scale\n")
+    (root / "tests/test_row_scale.py").write_text(NORM_TEST)
+    (root / ".github").mkdir()
+    (root / ".github/kernelsmith.yml").write_text(NORM_CONFIG)
+    commit_all(git.Repo(root), "row_scale")
+    result = optimize(OptimizeOptions(target=root, kernel="row_scale", out=tmp_path / "run", budget=1,
+                                      backend="interpret", timeout=240, trials=1))
+    assert result.verdict == "not_timed"
+    task = yaml.safe_load((tmp_path / "run/bundle/task.yaml").read_text())
+    assert {(c["origin"], tuple(c["values"]["normalized_shape"])) for c in task["cases"]} == {
+        ("config", (128,)), ("captured", (40,)), ("captured", (64,))}
+    assert all(row["correct"] for row in result.report["cases"]) and len(result.report["cases"]) == 3
+    assert result.report["capture"]["cuda_moved"] == 4 and result.report["capture"]["kept"] == 2
+    assert "called the entry 2 times" in (tmp_path / "run/report.md").read_text()
+
+
+def test_size_arguments_are_checked_and_captured_calls_must_agree():
+    import pytest
+
+    from bot.capture import to_case
+    from bot.config import parse_config
+    from bot.errors import UserError
+
+    head = "kernels:\n  k:\n    path: a.py\n    entry: f\n    test: tests/t.py\n    shapes: [{T: 1, H: 64}]\n"
+    kernel = parse_config(head + "    args: {x: {shape: [T, H]}, ns: {size: [H]}, n: {size: '2*H'}}\n").kernels["k"]
+    x = {"kind": "tensor", "shape": [3, 32], "dtype": "float16", "stride": [32, 1], "contiguous": True}
+    case, _ = to_case({"args": {"x": x, "ns": {"kind": "scalar", "value": [32]},
+                                "n": {"kind": "scalar", "value": 64}}}, kernel)
+    assert case.values == {"ns": [32], "n": 64} and case.symbols == {"T": 3, "H": 32}
+    case, why = to_case({"args": {"x": x, "ns": {"kind": "scalar", "value": [16]},
+                                  "n": {"kind": "scalar", "value": 64}}}, kernel)
+    assert case is None and why == "argument `ns` was [16], the config's size gives [32]"
+    with pytest.raises(UserError) as err:
+        parse_config(head + "    args: {x: {shape: [T, H]}, ns: {size: [H], value: [3]}}\n")
+    assert "line 7 (kernels.k.args.ns)" in err.value.cause and "not value and size" in err.value.cause
+    with pytest.raises(UserError) as err:
+        parse_config(head + "    args: {x: {shape: [T, H]}, ns: {size: [D]}}\n")
+    assert "argument `ns`" in err.value.cause and "'D'" in err.value.cause
