@@ -149,3 +149,17 @@ def test_a_candidate_that_slows_the_oracle_down_is_refused(gpu_attack_evaluator)
     """Refused, or credited with no more than the honest kernel's speedup (it is the baseline's own code)."""
     ev = _evaluate(gpu_attack_evaluator, "hogs_the_gpu_while_idle.py")
     assert not ev.ok or max(c.speedup for c in ev.cases) < 1.1, _summary(ev)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "runners/judge_clock.py corroborate: pass_c = min(walls_c) - extra, with the extra (lead sleep, "
+    "CommitPlan's copy and byte sum, round trip) measured on the oracle; the candidate decides its own extra: "
+    "its kernel writes each row's byte sum in its epilogue and its window handler skips the sleep and the copy, "
+    "so at T=512 (extra about as long as the pass) the judge's clock sees a pass several times shorter and a "
+    "fake 1.67x is credited, ok. Fix: no candidate-side cost around the pass may count as pass time: passes "
+    "long against any fixed cost (several distinct-value passes per timed request), or the extra measured on "
+    "the candidate itself"))
+def test_a_candidate_cannot_shed_the_windows_extra(gpu_attack_evaluator):
+    """Refused, or credited with no more than the honest kernel's speedup (about 1)."""
+    ev = _evaluate(gpu_attack_evaluator, "sheds_the_window_extra.py")
+    assert (not ev.ok and ev.stage == "timing") or max(c.speedup for c in ev.cases) < 1.1, _summary(ev)
