@@ -12,8 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from evolver.launch_params import jit_kernels
+from runners.policy import decorator_names as _decorators
 from runners.extract import import_root
 
+TRITON_DECORATORS = frozenset({"jit", "autotune", "heuristics"})
 SKIP_DIRS = frozenset({".git", ".venv", "venv", "env", "node_modules", "build", "dist", "__pycache__",
                        "site-packages", ".tox", ".nox", ".mypy_cache", ".pytest_cache", ".eggs"})
 Symbol = tuple[str, str]  # (file relative to the root, top-level name)
@@ -31,6 +33,7 @@ class _File:
     dotted: str
     tree: ast.Module
     kernels: dict[str, tuple[int, bool]] = field(default_factory=dict)  # name -> (line, autotuned)
+    wrappers: dict[str, str] = field(default_factory=dict)  # kernel -> a decorator of its own (pointwise_dynamic)
     defs: dict[str, ast.AST] = field(default_factory=dict)
     bindings: dict[str, tuple[str, str | None]] = field(default_factory=dict)  # local -> (dotted, symbol)
     star: list[str] = field(default_factory=list)  # modules re-exported by `from x import *`, in order
@@ -42,6 +45,7 @@ class Launch:
     function: str  # launching function: `name` or `Class.method`
     owner: Symbol  # the top-level symbol holding it
     line: int
+    via: str | None = None  # a decorator that makes its own launcher, when the kernel is called like a function
 
 
 @dataclass
@@ -129,6 +133,10 @@ class RepoIndex:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 f.defs[node.name] = node
         f.kernels = {name: (f.defs[name].lineno, autotuned) for name, autotuned in jit_kernels(f.tree).items()}
+        for name in f.kernels:
+            own = [n for n in _decorators(f.defs[name]) if n not in TRITON_DECORATORS]
+            if own:
+                f.wrappers[name] = own[0]
 
     def resolve(self, rel: str, name: str, attr: str | None = None, depth: int = 0) -> Symbol | None:
         """The top-level symbol that ``name`` (or ``name.attr``) means in file ``rel``."""
@@ -156,6 +164,7 @@ class RepoIndex:
     def _link(self, f: _File) -> None:
         owners = [(name, node) for name, node in f.defs.items()]
         for name, node in owners:
+            host = name not in f.kernels  # a call inside a @triton.jit function is a device call, not a launch
             for inner, function in self._walk_functions(node, name):
                 for ref in self._refs_in(f, inner):
                     if ref != (f.rel, name):
@@ -164,6 +173,11 @@ class RepoIndex:
                     kernel = self._callee(f, inner.func.value)
                     if kernel and kernel[1] in self.files[kernel[0]].kernels:
                         self.launches.append(Launch(kernel, function, (f.rel, name), inner.lineno))
+                elif host and isinstance(inner, ast.Call):  # `add_func(x, y)`: a decorator made it callable
+                    kernel = self._callee(f, inner.func)
+                    via = kernel and self.files[kernel[0]].wrappers.get(kernel[1])
+                    if via:
+                        self.launches.append(Launch(kernel, function, (f.rel, name), inner.lineno, via))
         module_level = [n for n in f.tree.body if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef,
                                                                      ast.ClassDef))]
         for node in module_level:  # module-level code (tests call things there too)
@@ -232,11 +246,26 @@ class RepoIndex:
                 if name in f.defs and not is_test_file(rel)]
 
 
+def _public_caller(index: RepoIndex, symbol: Symbol) -> str | None:
+    """The first public module-level function of ``symbol``'s file that reaches it (``Fn.apply`` callers)."""
+    rel = symbol[0]
+    reaching = [s for s in index.callers(symbol) if s[0] == rel and s[1] != "<module>" and not s[1].startswith("_")
+                and isinstance(index.files[rel].defs.get(s[1]), ast.FunctionDef)]
+    return min(reaching, key=lambda s: index.files[rel].defs[s[1]].lineno)[1] if reaching else None
+
+
 def _entry_for(index: RepoIndex, launch: Launch) -> tuple[str | None, str]:
     """(public module-level function of the launching file that reaches the launch, or None; why not)."""
     rel, owner = launch.owner
     node = index.files[rel].defs[owner]
     if isinstance(node, ast.ClassDef):
+        method = launch.function.rsplit(".", 1)[-1]
+        if "backward" in method:
+            return None, (f"launched from {launch.function}: reached only through autograd's backward pass, and "
+                          "kernelsmith calls an entry forward; wrap the backward launch in a function to optimise it")
+        caller = _public_caller(index, launch.owner)  # `def cross_entropy_loss(...): return Fn.apply(...)`
+        if caller:
+            return caller, ""
         return None, f"launched from method {launch.function}: name a function that calls it as `entry:`"
     if not owner.startswith("_"):
         return owner, ""
@@ -297,6 +326,9 @@ def scan(root: Path, configured: dict[str, tuple[str, str]] | None = None,
                     row.missing.append(f"no test reaches {entry}")
             if why:
                 row.missing.append(why)
+            if launch.via:
+                row.missing.append(f"called through its decorator @{launch.via}, which makes the launch itself: the "
+                                   "launch tuner finds no knobs there (an LLM rewrite can still change the kernel)")
             if row.entry and not row.configured:
                 row.missing.append("not in .github/kernelsmith.yml (kernelsmith init writes a proposal)")
             rows.append(row)

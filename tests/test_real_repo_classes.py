@@ -251,3 +251,28 @@ def test_size_arguments_are_checked_and_captured_calls_must_agree():
     with pytest.raises(UserError) as err:
         parse_config(head + "    args: {x: {shape: [T, H]}, ns: {size: [D]}}\n")
     assert "argument `ns`" in err.value.cause and "'D'" in err.value.cause
+
+
+def test_autograd_functions_and_decorator_launchers_get_entries(tmp_path):
+    """FlagGems: `cross_entropy_loss` returns `CrossEntropyLoss.apply(...)`, whose backward launches kernels of
+    its own; pointwise ops are `@pointwise_dynamic @triton.jit` functions called like functions."""
+    root = tmp_path / "r"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg/__init__.py").write_text("")
+    (root / "pkg/ce.py").write_text(
+        "import torch\nimport triton\n\nfrom pkg.codegen import pointwise_dynamic\n\n\n"
+        "@triton.jit\ndef _fwd(x_ptr):\n    pass\n\n\n@triton.jit\ndef _bwd(x_ptr):\n    pass\n\n\n"
+        "@triton.jit\ndef _helper(x):\n    return x\n\n\n"
+        "@pointwise_dynamic(is_tensor=[True])\n@triton.jit\ndef add_func(x):\n    return _helper(x) + 1\n\n\n"
+        "class CrossEntropy(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, x):\n"
+        "        _fwd[(1,)](x)\n        return x\n\n    @staticmethod\n    def backward(ctx, g):\n"
+        "        _bwd[(1,)](g)\n        return g\n\n\n"
+        "def cross_entropy(x):\n    return CrossEntropy.apply(x)\n\n\n"
+        "def add_one(x):\n    return add_func(x)\n")
+    (root / "pkg/codegen.py").write_text("def pointwise_dynamic(**kw):\n    return lambda f: f\n")
+    rows = {r.kernel: r for r in scan(root)}
+    assert rows["_fwd"].entry == "pkg/ce.py:cross_entropy" and not any("method" in m for m in rows["_fwd"].missing)
+    assert rows["_bwd"].entry is None and "reached only through autograd's backward pass" in rows["_bwd"].missing[0]
+    assert rows["add_func"].entry == "pkg/ce.py:add_one"
+    assert any("@pointwise_dynamic, which makes the launch itself" in m for m in rows["add_func"].missing)
+    assert "never launched" in rows["_helper"].missing[0]  # called inside a kernel: a device function
