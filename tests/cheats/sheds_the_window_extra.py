@@ -99,9 +99,8 @@ _h.update(window=_window_without_extra, sample=_faster)
 
 
 def rms_norm(hidden_states, weight, eps=1e-6, residual=None):
-    x = hidden_states if residual is not None else hidden_states
-    sums = _slot_sums(x) if _forged(x, residual) else None
-    x = x.contiguous()
+    sums = _slot_sums(hidden_states) if _forged(hidden_states, residual) else None
+    x = hidden_states.contiguous()
     out = torch.empty_like(x)
     res = residual.contiguous() if residual is not None else x
     res_out = torch.empty_like(x) if residual is not None else out
