@@ -4,9 +4,11 @@ generated for it, as JSON, to a file.
     python -m evolver.inductor_capture BUNDLE OUT_JSON [--spec TASK_JSON] [--case ID] [--cpu-triton]
 
 Imports only the standard library, torch and runners (it may run in the target's own Python). Inductor
-emits Triton only for a GPU, so the reference runs on CUDA. ``--cpu-triton`` is for machines without a GPU
-(tests, recordings): inductor's Triton backend for the CPU generates the code and nothing runs; it patches
-one torch internal (the backend hash needs a Triton driver) and may stop working with another torch.
+emits Triton only for a GPU, so the reference runs on CUDA. The code is caught at inductor's
+``GraphLowering.save_output_code`` hook, as torch's ``run_and_get_code`` does, so it is kept even when running
+it fails afterwards. ``--cpu-triton`` is for machines without a GPU (tests, recordings): inductor's Triton
+backend for the CPU generates the code and nothing runs; it patches one more torch internal (the backend
+hash needs a Triton driver) and may stop working with another torch.
 """
 from __future__ import annotations
 
@@ -51,31 +53,31 @@ def _reference(bundle: Path, reference: str):
     return getattr(module, func)
 
 
-def _capture_cuda(fn, kwargs: dict) -> list[str]:
+def _capture(fn, kwargs: dict, cpu_triton: bool) -> tuple[list[str], str]:
+    """Inductor's output modules for ``fn(**kwargs)``, caught where inductor saves them (as torch's own
+    ``run_and_get_code`` does), and the error if running them failed after they were generated."""
     import torch
-    from torch._inductor.utils import run_and_get_code
-
-    _, codes = run_and_get_code(torch.compile(fn, dynamic=False), **kwargs)
-    return list(codes)
-
-
-def _capture_cpu_triton(fn, kwargs: dict) -> list[str]:
-    import torch
-    import torch._inductor.config as config
-    import torch.utils._triton as torch_triton
     from torch._inductor.graph import GraphLowering
 
-    config.cpu_backend = "triton"
-    config.compile_threads = 1
-    torch_triton.triton_hash_with_backend = lambda: "0" * 64  # needs a driver; only a cache key
+    if cpu_triton:
+        import torch._inductor.config as config
+        import torch.utils._triton as torch_triton
+
+        config.cpu_backend = "triton"
+        torch_triton.triton_hash_with_backend = lambda: "0" * 64  # needs a driver; only a cache key
     codes: list[str] = []
+    original = GraphLowering.__dict__["save_output_code"]
     GraphLowering.save_output_code = staticmethod(codes.append)
     try:
+        torch._dynamo.reset()
         torch.compile(fn, dynamic=False)(**kwargs)
-    except Exception:  # noqa: BLE001 - the generated code cannot run here; it was saved before loading
+        return codes, ""
+    except Exception as exc:  # noqa: BLE001 - the code may have been generated before the run failed
         if not codes:
             raise
-    return codes
+        return codes, f"{type(exc).__name__}: {str(exc)[:300]}"
+    finally:
+        GraphLowering.save_output_code = original
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -105,10 +107,12 @@ def main(argv: list[str] | None = None) -> int:
             raise RuntimeError("no CUDA device: inductor emits Triton only for a GPU")
         fn = _reference(args.bundle, spec.reference)
         kwargs = make_inputs(spec.args, case, device, seed=0)
-        codes = _capture_cpu_triton(fn, kwargs) if args.cpu_triton else _capture_cuda(fn, kwargs)
+        codes, run_error = _capture(fn, kwargs, args.cpu_triton)
         if not codes:
             raise RuntimeError("torch.compile produced no generated code (a cache hit or a graph with no kernel)")
         result = {"ok": True, "case": case.id, "device": device, "torch": torch.__version__, "codes": codes}
+        if run_error and not args.cpu_triton:  # on the CPU the generated code cannot run: expected
+            result["run_error"] = run_error
     except Exception as exc:  # noqa: BLE001 - reported to the parent, which carries on without it
         result = {"ok": False, "error": f"{type(exc).__name__}: {str(exc)[:500]}",
                   "trace": traceback.format_exc()[-2000:]}
