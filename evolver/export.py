@@ -48,6 +48,7 @@ def records(run_dir: Path, fmt: str) -> tuple[str, list[dict]]:
         if final and child["status"] == "evaluated" and child["correct"] and child["fitness"] and parent_fitness:
             reward = child["fitness"] / parent_fitness
         meta = {"task": task, "run": str(run_dir), "candidate": call["candidate_id"], "model": call["model"],
+                "prompt": call["kind"],  # rewrite, diff, or seed (porting torch.compile's code)
                 "operator": child["operator"] if child else None, "parent": child["parent_id"] if child else None}
         if fmt == "sft":
             if reward > 1.0:

@@ -85,14 +85,17 @@ def test_the_prompt_offers_the_code_as_inspiration_and_asks_for_a_port(rms_bundl
     assert "Port the kernel" not in b.build(Candidate(0, baseline, "baseline"), [], [], kind="rewrite").dynamic
 
 
-def test_capture_subprocess_failures_and_deadline_are_reasons(rms_bundle, tmp_path):
+def test_capture_subprocess_failures_and_deadline_are_reasons(rms_bundle, tmp_path, monkeypatch):
+    """The reference runs in a subprocess without the API keys; its failure and a deadline are reasons."""
+    monkeypatch.setenv("KS_TEST_LLM_KEY", "sk-never-in-the-capture")
     broken = tmp_path / "broken"
     build_bundle(EXAMPLE, read_task(rms_bundle), broken)
     (broken / "reference" / "tinyserve").mkdir(parents=True)
-    (broken / "reference" / "tinyserve" / "reference.py").write_text("def rms_norm(*a, **k):\n    raise "
-                                                                      "ValueError('reference broke')\n")
+    (broken / "reference" / "tinyserve" / "reference.py").write_text(
+        "import os\n\ndef rms_norm(*a, **k):\n    raise ValueError(f'reference broke {[k for k in os.environ "
+        "if \"KEY\" in k]}')\n")
     code = capture(broken, read_task(rms_bundle), "interpret", out=tmp_path / "out", cpu_triton=True, timeout=240)
-    assert not code.available and "reference broke" in code.reason
+    assert not code.available and "reference broke []" in code.reason
     assert json.loads((tmp_path / "out" / "inductor.json").read_text())["ok"] is False
     late = capture(rms_bundle, read_task(rms_bundle), "interpret", cpu_triton=True, timeout=0.5)
     assert not late.available and "longer than" in late.reason
