@@ -68,6 +68,7 @@ def test_sft_and_rl_exports(tmp_path):
     assert all(r["prompt"][0]["role"] == "system" and r["prompt"][1]["role"] == "user" for r in rl)
     wrong = next(r for r in rl if "tl.max(x, axis=0)[None, :]" in r["response"])
     assert wrong["reward"] == 0 and wrong["metadata"]["correct"] is False
+    assert {r["metadata"]["prompt"] for r in rl} <= {"rewrite", "diff"} and wrong["metadata"]["prompt"]
 
 
 def test_exports_are_deduplicated_and_split_by_task(tmp_path):
