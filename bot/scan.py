@@ -291,7 +291,8 @@ def closeness(row: ScanRow, test: str, root: Path | None) -> tuple:
     text = (Path(root) / test).read_text(errors="replace") if root and (Path(root) / test).is_file() else ""
     return (is_benchmark(test), bool(row.entry_name) and row.entry_name not in text,
             f".{source.stem}" not in text and f"/{source.stem}" not in text, source.stem not in Path(test).stem,
-            Path(test).name == "conftest.py", len(Path(test).parts), test)
+            Path(test).name == "conftest.py", not {"test", "tests"} & set(Path(test).parts[:-1]), len(Path(test).parts),
+            test)
 
 
 def scan(root: Path, configured: dict[str, tuple[str, str]] | None = None,

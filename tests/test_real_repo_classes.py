@@ -72,9 +72,12 @@ def make_repo(tmp_path, test=TEST, init_extra=""):
 
 def test_entries_re_exported_with_import_star_are_reached_and_benchmarks_come_last(tmp_path):
     root = make_repo(tmp_path)
+    (root / "modules_tests").mkdir()  # a second tree of tests, outside the canonical `tests/`
+    (root / "modules_tests/test_modules.py").write_text("import gems\n\n\ndef test_it():\n    gems.scale_\n")
     [row] = scan(root)
     assert row.entry == "src/gems/ops/scale.py:scale_"
-    assert row.tests == ["tests/test_scale.py", "benchmark/test_ops_perf.py"]  # the perf script reaches it too
+    # the perf script reaches it too, but checks nothing
+    assert row.tests == ["tests/test_scale.py", "modules_tests/test_modules.py", "benchmark/test_ops_perf.py"]
 
 
 def test_a_repository_option_with_a_value_is_not_taken_for_a_path():
