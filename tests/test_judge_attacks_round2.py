@@ -9,10 +9,12 @@ judge step is the real one).
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 
 import pytest
 import yaml
-from conftest import CHEATS
+from conftest import CHEATS, ROOT
 from test_judge_attacks import _own_judge
 
 
@@ -118,3 +120,38 @@ def test_the_evaluator_works_after_a_deeply_nested_reply(rms_evaluator):
 def test_a_candidate_cannot_jam_later_evaluations(rms_bundle, tmp_path):
     jammed, after = _own_judge(rms_bundle, tmp_path, [_source("jams_the_oracle_outbox.py"), "BASELINE"])
     assert after["ok"], (jammed, after)
+
+
+_WITHIN = r"""
+import os, sys
+os.environ.setdefault("TRITON_INTERPRET", "1")
+sys.path.insert(0, {root!r})
+from runners.sandbox import Evaluator
+with Evaluator(sys.argv[1], "interpret", timeout=15, trials=1, spare=False) as ev:
+    r = ev.evaluate(open(sys.argv[2]).read(), seed=5, time_it=False, trials=1, static_policy=False)
+    print("RESULT", r.stage, r.error.replace(chr(10), " ")[:300])
+"""
+
+
+def _judged_within(bundle, cheat: str, seconds: float) -> str | None:
+    """The stage and error of one evaluation by a judge of its own (hard timeout 15 s), or None if the judge
+    itself has not answered after ``seconds``."""
+    try:
+        proc = subprocess.run([sys.executable, "-c", _WITHIN.format(root=str(ROOT)), str(bundle), str(CHEATS / cheat)],
+                              capture_output=True, text=True, timeout=seconds, check=False)
+    except subprocess.TimeoutExpired:
+        return None
+    line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
+    assert line is not None, proc.stderr[-3000:]
+    return line[len("RESULT "):]
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason=(
+    "runners/wire.py read_tensor opens the file a header names with a blocking open(): a FIFO in the candidate's "
+    "outbox blocks the judge forever, and the deadline is only enforced in Channel.recv. Fix: os.open with "
+    "O_NONBLOCK, fstat and refuse anything but a regular file (and never read without a deadline)"))
+def test_a_fifo_for_a_tensor_file_does_not_stall_the_judge(rms_bundle):
+    result = _judged_within(rms_bundle, "fifo_output_file.py", 45)
+    assert result is not None, "the judge did not answer within 45 s (its hard timeout is 15 s)"
+    assert result.startswith("crashed"), result
