@@ -136,7 +136,7 @@ def _inductor_code(evaluator, opts: EngineOptions, store: RunStore, out: Path) -
     """torch.compile's Triton code for the config's reference: from the run store on resume (the prompts stay the
     same), from a recording, or generated now on the GPU. None when the config names no reference."""
     spec = evaluator.spec
-    if not spec.reference:
+    if not getattr(spec, "reference", None):
         return None
     saved = store.get("inductor")
     if saved:
@@ -178,7 +178,7 @@ def run_search(evaluator, baseline: Candidate, opts: EngineOptions, out: Path, s
     names = _operator_names(opts, ensemble is not None)
     inductor = _inductor_code(evaluator, opts, store, out) if ensemble and "rewrite" in names else None
     bundle = getattr(evaluator, "bundle", None)
-    ref_source = reference_source(bundle, evaluator.spec.reference) if bundle and ensemble else ""
+    ref_source = reference_source(bundle, getattr(evaluator.spec, "reference", None)) if bundle and ensemble else ""
 
     def builder():
         return PromptBuilder(evaluator.spec, evaluator.baseline, evaluator.backend, device, opts.token_budget,
