@@ -176,7 +176,8 @@ def run_search(evaluator, baseline: Candidate, opts: EngineOptions, out: Path, s
         shutil.copyfile(opts.resume_from, store_path)
     store = RunStore(store_path)
     names = _operator_names(opts, ensemble is not None)
-    inductor = _inductor_code(evaluator, opts, store, out) if ensemble and "rewrite" in names else None
+    llm = ensemble is not None and bool(set(names) & set(LLM_OPERATORS))
+    inductor = _inductor_code(evaluator, opts, store, out) if llm else None  # every LLM prompt; rewrites seed
     bundle = getattr(evaluator, "bundle", None)
     ref_source = reference_source(bundle, getattr(evaluator.spec, "reference", None)) if bundle and ensemble else ""
 
