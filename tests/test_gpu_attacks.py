@@ -163,3 +163,12 @@ def test_a_candidate_cannot_shed_the_windows_extra(gpu_attack_evaluator):
     """Refused, or credited with no more than the honest kernel's speedup (about 1)."""
     ev = _evaluate(gpu_attack_evaluator, "sheds_the_window_extra.py")
     assert (not ev.ok and ev.stage == "timing") or max(c.speedup for c in ev.cases) < 1.1, _summary(ev)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "runners/protocol.py trial_seed is affine in the secret: the first prepare_timing seed yields the secret and "
+    "with it every later seed; the pass is run inside the untimed refill on the coming pass's values, fake "
+    "1.67x where the data fits in L2. Fix: seeds from a keyed hash of the secret"))
+def test_the_secret_cannot_be_recovered_on_the_gpu(gpu_attack_evaluator):
+    ev = _evaluate(gpu_attack_evaluator, "recovers_the_secret.py")
+    assert not ev.ok and ev.stage == "timing", _summary(ev)
