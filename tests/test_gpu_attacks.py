@@ -126,7 +126,7 @@ def test_torch_at_the_unprofiled_sizes_is_refused(gpu_attack_evaluator):
 def test_work_skipped_only_in_the_samples_graph_is_refused(gpu_attack_evaluator):
     """Refused, or credited with no more than the honest kernel's speedup (about 1, within the clock's 5 % and noise)."""
     ev = _evaluate(gpu_attack_evaluator, "skips_calls_in_the_samples_graph.py")
-    assert (not ev.ok and ev.stage == "timing") or max(c.speedup for c in ev.cases) < 1.15, _summary(ev)
+    assert (not ev.ok and ev.stage == "timing") or max((c.speedup or 0.0) for c in ev.cases) < 1.15, _summary(ev)
 
 
 @pytest.mark.xfail(strict=True, reason=(
@@ -148,7 +148,7 @@ def test_the_window_commitments_cannot_be_steered_on_the_gpu(gpu_attack_evaluato
 def test_a_candidate_that_slows_the_oracle_down_is_refused(gpu_attack_evaluator):
     """Refused, or credited with no more than the honest kernel's speedup (it is the baseline's own code)."""
     ev = _evaluate(gpu_attack_evaluator, "hogs_the_gpu_while_idle.py")
-    assert not ev.ok or max(c.speedup for c in ev.cases) < 1.15, _summary(ev)
+    assert not ev.ok or max((c.speedup or 0.0) for c in ev.cases) < 1.15, _summary(ev)
 
 
 @pytest.mark.xfail(strict=True, reason=(
@@ -162,7 +162,7 @@ def test_a_candidate_that_slows_the_oracle_down_is_refused(gpu_attack_evaluator)
 def test_a_candidate_cannot_shed_the_windows_extra(gpu_attack_evaluator):
     """Refused, or credited with no more than the honest kernel's speedup (about 1, within the clock's 5 % and noise)."""
     ev = _evaluate(gpu_attack_evaluator, "sheds_the_window_extra.py")
-    assert (not ev.ok and ev.stage == "timing") or max(c.speedup for c in ev.cases) < 1.15, _summary(ev)
+    assert (not ev.ok and ev.stage == "timing") or max((c.speedup or 0.0) for c in ev.cases) < 1.15, _summary(ev)
 
 
 @pytest.mark.xfail(strict=True, reason=(
