@@ -172,3 +172,12 @@ def test_a_candidate_cannot_shed_the_windows_extra(gpu_attack_evaluator):
 def test_the_secret_cannot_be_recovered_on_the_gpu(gpu_attack_evaluator):
     ev = _evaluate(gpu_attack_evaluator, "recovers_the_secret.py")
     assert not ev.ok and ev.stage == "timing", _summary(ev)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "runners/judge_clock.py _share counts a profiled kernel as the candidate's when its name starts with the "
+    "name of one of its launched kernels; a token Triton kernel named `void` is a prefix of every aten kernel's "
+    "demangled name ('void at::native::...'), so torch's work counts as the candidate's own. Fix: exact names"))
+def test_a_kernel_named_void_does_not_claim_torchs_kernels(gpu_attack_evaluator):
+    ev = _evaluate(gpu_attack_evaluator, "kernel_named_void.py")
+    assert not ev.ok and ev.stage == "kernel", _summary(ev)
