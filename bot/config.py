@@ -45,7 +45,7 @@ class ArgConfig(_Strict):
     high: float = 1.0
     value: Any = None
     when: str | None = None
-    range: list[float] | None = Field(default=None, min_length=2, max_length=2)  # scalar drawn per trial
+    range: list[int | float] | None = Field(default=None, min_length=2, max_length=2)  # drawn per trial; ints stay ints
     # an int or a list of ints computed from the shape symbols per case: `normalized_shape: {size: [H]}`
     size: int | str | list[int | str] | None = None
     vary: bool = True  # tensors: scales across orders of magnitude and structured rows per trial

@@ -250,7 +250,7 @@ def _check_baseline(job: _Job, evaluator: Evaluator, progress: Progress) -> tupl
             f"the kernel `{job.spec.kernel}` does not compile or run as it is in {job.kernel.path} "
             f"(stage {evaluation.stage}, on the configured or captured inputs): {error}",
             "Fix the kernel (or the `args`/`shapes` in .github/kernelsmith.yml, so that they describe calls the "
-            "entry accepts), then try again.")
+            "entry accepts), then try again." + _index_hint(job.spec))
     progress.stage("running the repository's test before any change", "baseline")
     before = job.target.baseline_test  # the capture run at HEAD, when there was one
     if before is None or not before.passed:
@@ -261,6 +261,17 @@ def _check_baseline(job: _Job, evaluator: Evaluator, progress: Progress) -> tupl
                         "Make the test pass on the unmodified code first; kernelsmith only proposes "
                         "changes that keep a passing test passing.")
     return baseline, dataclasses.asdict(before)
+
+
+def _index_hint(spec: TaskSpec) -> str:
+    """Integer tensors get random values; indices and offsets that must agree with other arguments cannot."""
+    ints = [a.name for a in spec.args if a.is_tensor and a.dtype and a.dtype.startswith(("int", "uint"))]
+    if not ints:
+        return ""
+    return (f" The integer tensors {', '.join(f'`{n}`' for n in ints)} get random values in their `low`..`high`: "
+            "if they index other tensors or must agree with each other (lengths and the offsets summed from them), "
+            "narrow `low`/`high` so that every value is in bounds; kernelsmith does not yet replay the values the "
+            "tests used.")
 
 
 @dataclass

@@ -279,3 +279,28 @@ def test_autograd_functions_and_decorator_launchers_get_entries(tmp_path):
     assert rows["add_func"].entry == "pkg/ce.py:add_one"
     assert any("@pointwise_dynamic, which makes the launch itself" in m for m in rows["add_func"].missing)
     assert "never launched" in rows["_helper"].missing[0]  # called inside a kernel: a device function
+
+
+def test_an_integer_range_stays_integer():
+    """lightllm's `max_seq_len` goes into `triton.cdiv` for the grid: a float there fails the launch."""
+    from bot.config import parse_config, task_spec
+
+    kernel = parse_config("kernels:\n  k:\n    path: a.py\n    entry: f\n    test: tests/t.py\n"
+                          "    args: {x: {shape: [N]}, max_seq_len: {range: [16, 2048]}, eps: {range: [1.0e-6, 1]}}\n"
+                          "    shapes: [{N: 8}]\n").kernels["k"]
+    args = {a.name: a for a in task_spec("k", kernel, "interpret").args}
+    assert args["max_seq_len"].range == [16, 2048] and all(type(v) is int for v in args["max_seq_len"].range)
+    assert type(args["eps"].range[0]) is float
+
+
+def test_a_baseline_failure_with_integer_tensors_names_them():
+    """lightllm's repack_kv_index: lengths, offsets summed from them and request indices must agree; random
+    values in `low`..`high` make the unmodified kernel write out of bounds."""
+    from bot.optimize import _index_hint
+    from runners.task import ArgSpec, TaskSpec
+
+    args = [ArgSpec("kv_index", shape=["T", "H"], dtype="int32"), ArgSpec("seq_len", shape=["I"], dtype="int32"),
+            ArgSpec("x", shape=["T"]), ArgSpec("max_seq_len", range=[16, 2048])]
+    hint = _index_hint(TaskSpec(kernel="k", module="m.py", entry="f", args=args, cases=[]))
+    assert "The integer tensors `kv_index`, `seq_len` get random values" in hint and "`x`" not in hint
+    assert _index_hint(TaskSpec(kernel="k", module="m.py", entry="f", args=args[2:], cases=[])) == ""
