@@ -166,3 +166,13 @@ def test_a_fifo_for_a_tensor_file_does_not_stall_the_judge(rms_bundle):
     result = _judged_within(rms_bundle, "fifo_output_file.py", 45)
     assert result is not None, "the judge did not answer within 45 s (its hard timeout is 15 s)"
     assert result.startswith("crashed"), result
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "runners/isolation.py root fallback (and any run as a normal user): the candidate's worker has the judge's "
+    "uid and kill(2) needs no more: SIGKILL to its parent ends the judge (SIGSTOP would stall it; stopping the "
+    "spare makes the next candidate time out). Fix: fail closed without the uid wall, or a PID namespace per "
+    "candidate worker (unshare --user --pid --fork) so that no other process is visible to it"))
+def test_a_candidate_cannot_kill_the_judge(rms_bundle, tmp_path):
+    killed, after = _own_judge(rms_bundle, tmp_path, [_source("kills_the_judge.py"), "BASELINE"])
+    assert not killed["ok"] and after["ok"], (killed, after)
