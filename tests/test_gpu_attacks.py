@@ -93,32 +93,43 @@ def test_forged_samples_at_decode_sizes_are_not_corroborated(gpu_attack_evaluato
 # The xfail marks below are predictions made without a GPU (from the judge's code and the CPU stand-in): an
 # XPASS(strict) means the judge already refuses that attack on the H200; then drop the mark.
 
+def _ran(ev) -> None:
+    """The cheat itself must have run: a cheat that does not compile or crashes its worker shows a mistake in the
+    cheat, not a judge that holds (raised as an error, which the xfail marks below do not accept)."""
+    if ev.stage in ("compile", "crashed", "baseline", "timeout"):
+        raise RuntimeError(f"the cheat did not run: {_summary(ev)}")
+
+
 def test_the_window_seed_cannot_be_derived_on_the_gpu(gpu_attack_evaluator):
     ev = _evaluate(gpu_attack_evaluator, "derives_window_seed.py")
+    _ran(ev)
     assert not ev.ok and ev.stage == "timing", _summary(ev)
 
 
 def test_negative_sample_times_are_refused_on_the_gpu(gpu_attack_evaluator):
     ev = _evaluate(gpu_attack_evaluator, "negative_sample_times.py")
+    _ran(ev)
     assert not ev.ok and ev.stage == "timing", _summary(ev)
 
 
-@pytest.mark.xfail(strict=True, reason=(
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
     "runners/worker.py profile: the own-kernel share is a fresh direct call under torch.profiler in the "
     "candidate's process; the candidate asks torch._C._autograd._profiler_enabled() and runs its Triton kernel "
     "only then (torch elsewhere, one-row launch of its kernel for the launch record). Fix: profile a replay "
     "of the captured timing graph (kernels fixed at capture) or from outside the candidate's process"))
 def test_a_kernel_that_runs_only_under_the_profiler_is_refused(gpu_attack_evaluator):
     ev = _evaluate(gpu_attack_evaluator, "detects_the_profiler.py")
+    _ran(ev)
     assert not ev.ok and ev.stage == "kernel", _summary(ev)
 
 
 def test_torch_at_the_unprofiled_sizes_is_refused(gpu_attack_evaluator):
     ev = _evaluate(gpu_attack_evaluator, "torch_below_the_largest_case.py")
+    _ran(ev)
     assert not ev.ok and ev.stage == "kernel", _summary(ev)
 
 
-@pytest.mark.xfail(strict=True, reason=(
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
     "runners/judge_clock.py corroborate: at decode sizes the allowance holds the window's whole fixed extra "
     "(about the oracle's pass), so samples from a graph that skips every fifth call (told apart from the window's "
     "graph by the size of the slots' block, no handler patched) claim 1.25x and are corroborated. Fix: as for "
@@ -126,19 +137,21 @@ def test_torch_at_the_unprofiled_sizes_is_refused(gpu_attack_evaluator):
 def test_work_skipped_only_in_the_samples_graph_is_refused(gpu_attack_evaluator):
     """Refused, or credited with no more than the honest kernel's speedup (about 1, within the clock's 5 % and noise)."""
     ev = _evaluate(gpu_attack_evaluator, "skips_calls_in_the_samples_graph.py")
+    _ran(ev)
     assert (not ev.ok and ev.stage == "timing") or max((c.speedup or 0.0) for c in ev.cases) < 1.15, _summary(ev)
 
 
-@pytest.mark.xfail(strict=True, reason=(
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
     "runners/timing.py commitments is a plain byte sum: the worker does 1/16 of the window's pass at T=512, "
     "commits to 16x the partial byte sum, and steers the shown slots' low bytes (half the tolerance) to match "
     "after the clock; fake 1.67x at T=512, ok. Fix: a binding (non-additive, keyed) commitment"))
 def test_the_window_commitments_cannot_be_steered_on_the_gpu(gpu_attack_evaluator):
     ev = _evaluate(gpu_attack_evaluator, "forges_window_commitments.py")
+    _ran(ev)
     assert not ev.ok and ev.stage == "timing", _summary(ev)
 
 
-@pytest.mark.xfail(strict=True, reason=(
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
     "runners/judge_clock.py time_case and _corroborate trust the oracle's times while the candidate's process "
     "runs: a thread of the candidate keeps the GPU busy whenever its worker waits in Channel.recv (exactly while "
     "the oracle is sampled and timed), so the oracle's samples, its pass and the judge's wall clock of it all "
@@ -148,10 +161,11 @@ def test_the_window_commitments_cannot_be_steered_on_the_gpu(gpu_attack_evaluato
 def test_a_candidate_that_slows_the_oracle_down_is_refused(gpu_attack_evaluator):
     """Refused, or credited with no more than the honest kernel's speedup (it is the baseline's own code)."""
     ev = _evaluate(gpu_attack_evaluator, "hogs_the_gpu_while_idle.py")
+    _ran(ev)
     assert not ev.ok or max((c.speedup or 0.0) for c in ev.cases) < 1.15, _summary(ev)
 
 
-@pytest.mark.xfail(strict=True, reason=(
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
     "runners/judge_clock.py corroborate: pass_c = min(walls_c) - extra, with the extra (lead sleep, "
     "CommitPlan's copy and byte sum, round trip) measured on the oracle; the candidate decides its own extra: "
     "its kernel writes each row's byte sum in its epilogue and its window handler skips the sleep and the copy, "
@@ -162,22 +176,25 @@ def test_a_candidate_that_slows_the_oracle_down_is_refused(gpu_attack_evaluator)
 def test_a_candidate_cannot_shed_the_windows_extra(gpu_attack_evaluator):
     """Refused, or credited with no more than the honest kernel's speedup (about 1, within the clock's 5 % and noise)."""
     ev = _evaluate(gpu_attack_evaluator, "sheds_the_window_extra.py")
+    _ran(ev)
     assert (not ev.ok and ev.stage == "timing") or max((c.speedup or 0.0) for c in ev.cases) < 1.15, _summary(ev)
 
 
-@pytest.mark.xfail(strict=True, reason=(
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
     "runners/protocol.py trial_seed is affine in the secret: the first prepare_timing seed yields the secret and "
     "with it every later seed; the pass is run inside the untimed refill on the coming pass's values, fake "
     "1.67x where the data fits in L2. Fix: seeds from a keyed hash of the secret"))
 def test_the_secret_cannot_be_recovered_on_the_gpu(gpu_attack_evaluator):
     ev = _evaluate(gpu_attack_evaluator, "recovers_the_secret.py")
+    _ran(ev)
     assert not ev.ok and ev.stage == "timing", _summary(ev)
 
 
-@pytest.mark.xfail(strict=True, reason=(
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
     "runners/judge_clock.py _share counts a profiled kernel as the candidate's when its name starts with the "
     "name of one of its launched kernels; a token Triton kernel named `void` is a prefix of every aten kernel's "
     "demangled name ('void at::native::...'), so torch's work counts as the candidate's own. Fix: exact names"))
 def test_a_kernel_named_void_does_not_claim_torchs_kernels(gpu_attack_evaluator):
     ev = _evaluate(gpu_attack_evaluator, "kernel_named_void.py")
+    _ran(ev)
     assert not ev.ok and ev.stage == "kernel", _summary(ev)
