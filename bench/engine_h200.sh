@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The engine on a GPU machine, in one call under five minutes:
+# The engine on a GPU machine, in one call of at most OPTIMIZE_TIMEOUT + BENCH_TIMEOUT + SEED_TIMEOUT seconds (plus set-up):
 #  1. `kernelsmith optimize --models` on a fresh checkout of examples/tinyserve, softmax, with recorded LLM
 #     answers (real rewrites and broken ones) served by the loopback LLM server: search, champion verification,
 #     repository test, PR report;
