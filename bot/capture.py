@@ -200,7 +200,9 @@ def captured_cases(calls: list[dict], kernel, backend: str, limit: int,
         if case.id not in seen:
             unique.setdefault(case.id, case)
     ordered = sorted(unique.values(), key=lambda c: (_elements(c, kernel), c.id))
-    if len(ordered) > limit:
+    if limit <= 0:
+        ordered = []  # `captured_cases: 0`: record for the report, keep none
+    elif len(ordered) > limit:
         step = (len(ordered) - 1) / max(1, limit - 1)
         ordered = [ordered[round(i * step)] for i in range(limit)] if limit > 1 else ordered[-1:]
     undeclared = sorted((written - set(kernel.written)) & set(kernel.args))

@@ -304,3 +304,15 @@ def test_a_baseline_failure_with_integer_tensors_names_them():
     hint = _index_hint(TaskSpec(kernel="k", module="m.py", entry="f", args=args, cases=[]))
     assert "The integer tensors `kv_index`, `seq_len` get random values" in hint and "`x`" not in hint
     assert _index_hint(TaskSpec(kernel="k", module="m.py", entry="f", args=args[2:], cases=[])) == ""
+
+
+def test_captured_cases_zero_keeps_none_but_still_counts():
+    from bot.capture import captured_cases
+    from bot.config import parse_config
+
+    kernel = parse_config("kernels:\n  k:\n    path: a.py\n    entry: f\n    test: tests/t.py\n"
+                          "    captured_cases: 0\n    args: {x: {shape: [N]}}\n    shapes: [{N: 8}]\n").kernels["k"]
+    calls = [{"args": {"x": {"kind": "tensor", "shape": [n], "dtype": "float16", "stride": [1],
+                             "contiguous": True}}} for n in (3, 5, 7)]
+    cases, summary = captured_cases(calls, kernel, "interpret", kernel.captured_cases, [])
+    assert cases == [] and summary["calls"] == 3 and summary["distinct"] == 3 and summary["kept"] == 0
