@@ -8,6 +8,7 @@ judge step is the real one).
 """
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -15,7 +16,7 @@ import sys
 import pytest
 import yaml
 from conftest import CHEATS, ROOT
-from test_judge_attacks import _own_judge
+from test_judge_attacks import _JUDGE, _own_judge
 
 
 def _source(name: str) -> str:
@@ -176,3 +177,31 @@ def test_a_fifo_for_a_tensor_file_does_not_stall_the_judge(rms_bundle):
 def test_a_candidate_cannot_kill_the_judge(rms_bundle, tmp_path):
     killed, after = _own_judge(rms_bundle, tmp_path, [_source("kills_the_judge.py"), "BASELINE"])
     assert not killed["ok"] and after["ok"], (killed, after)
+
+
+def _judge_from_a_copy(bundle, tmp_path, sources: list[str]) -> list[dict]:
+    """As _own_judge, but the judge and its workers run from a copy of runners/ (attacks that rewrite it)."""
+    project = tmp_path / "project"
+    shutil.copytree(ROOT / "runners", project / "runners", ignore=shutil.ignore_patterns("__pycache__"))
+    copy = tmp_path / "bundle"
+    shutil.copytree(bundle, copy)
+    task = yaml.safe_load((copy / "task.yaml").read_text())
+    task["cases"] = task["cases"][:1]
+    (copy / "task.yaml").write_text(yaml.safe_dump(task, sort_keys=False))
+    proc = subprocess.run([sys.executable, "-c", _JUDGE.format(root=str(project)), str(copy), json.dumps(sources),
+                           "untimed"], check=False, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULTS ")), None)
+    assert line is not None, proc.stderr[-3000:]
+    return json.loads(line[len("RESULTS "):])
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "runners/processes.py: workers import runners/ from the project's tree (PYTHONPATH=PROJECT_ROOT), which a "
+    "candidate of the judge's uid (root fallback, or a normal user) can write; it appends a wrapper to "
+    "runners/worker.py that zeroes the oracle's outputs and kills the oracle (kill(2), same uid); the judge "
+    "restarts the oracle from the rewritten file and the next candidate, which returns zeros, is accepted. Fix: "
+    "candidates under another uid or a read-only mount namespace; workers spawned from a verified snapshot"))
+def test_a_candidate_cannot_rewrite_the_oracle_for_the_next_one(rms_bundle, tmp_path):
+    first, zeros = _judge_from_a_copy(rms_bundle, tmp_path, [_source("rewrites_the_judges_code.py"),
+                                                             _source("returns_zeros.py")])
+    assert not zeros["ok"] and zeros["stage"] == "correctness", (first, zeros)
