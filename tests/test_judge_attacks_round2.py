@@ -20,7 +20,8 @@ from test_judge_attacks import _JUDGE, _own_judge
 
 
 def _source(name: str) -> str:
-    return (CHEATS / name).read_text()
+    """A cheat's source; the destructive ones are committed inert and armed here (see their docstrings)."""
+    return (CHEATS / name).read_text().replace("@ARMED@", "armed")
 
 
 _TIMED = ["BASELINE", "derives_window_seed.py", "negative_sample_times.py", "recovers_the_secret.py"]
@@ -145,11 +146,13 @@ with Evaluator(sys.argv[1], "interpret", timeout=15, trials=1, spare=False) as e
 """
 
 
-def _judged_within(bundle, cheat: str, seconds: float) -> str | None:
+def _judged_within(bundle, tmp_path, cheat: str, seconds: float) -> str | None:
     """The stage and error of one evaluation by a judge of its own (hard timeout 15 s), or None if the judge
     itself has not answered after ``seconds``."""
+    armed = tmp_path / cheat
+    armed.write_text(_source(cheat))
     try:
-        proc = subprocess.run([sys.executable, "-c", _WITHIN.format(root=str(ROOT)), str(bundle), str(CHEATS / cheat)],
+        proc = subprocess.run([sys.executable, "-c", _WITHIN.format(root=str(ROOT)), str(bundle), str(armed)],
                               capture_output=True, text=True, timeout=seconds, check=False)
     except subprocess.TimeoutExpired:
         return None
@@ -163,8 +166,8 @@ def _judged_within(bundle, cheat: str, seconds: float) -> str | None:
     "runners/wire.py read_tensor opens the file a header names with a blocking open(): a FIFO in the candidate's "
     "outbox blocks the judge forever, and the deadline is only enforced in Channel.recv. Fix: os.open with "
     "O_NONBLOCK, fstat and refuse anything but a regular file (and never read without a deadline)"))
-def test_a_fifo_for_a_tensor_file_does_not_stall_the_judge(rms_bundle):
-    result = _judged_within(rms_bundle, "fifo_output_file.py", 45)
+def test_a_fifo_for_a_tensor_file_does_not_stall_the_judge(rms_bundle, tmp_path):
+    result = _judged_within(rms_bundle, tmp_path, "fifo_output_file.py", 45)
     assert result is not None, "the judge did not answer within 45 s (its hard timeout is 15 s)"
     assert result.startswith("crashed"), result
 

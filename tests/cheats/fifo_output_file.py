@@ -5,7 +5,10 @@ it, with the right byte count. The judge checks the header and the folder, then 
 is enforced only while the judge waits on the pipe (runners/wire.py `Channel.recv`), so the judge waits forever
 (the candidate could also open it and dribble one byte a minute). One candidate stalls the search. It must end
 as a protocol error within the deadline: open tensor files with O_NONBLOCK and refuse anything that is not a
-regular file (fstat), or read them where a deadline applies."""
+regular file (fstat), or read them where a deadline applies.
+
+Inert as committed (it would damage whatever runs it): the test that runs it replaces the marker @ARMED@ in
+its source by `armed`."""
 import torch
 import triton
 import triton.language as tl
@@ -36,7 +39,8 @@ def _fifo_reply(req):
     return reply
 
 
-_h["call"] = _fifo_reply
+if "@ARMED@" == "armed":
+    _h["call"] = _fifo_reply
 
 
 @triton.jit

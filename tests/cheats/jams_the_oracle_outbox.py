@@ -6,7 +6,10 @@ IsADirectoryError on a directory: runners/sandbox.py `evaluate` turns the OSErro
 broke the protocol" (stage crashed) and keeps the oracle, so every later candidate, the baseline itself
 included, ends `crashed`: one candidate stops the search. It must be refused without harm to later
 evaluations: the oracle's and the judge's folders must not be writable by a candidate, and an error on the
-oracle's side must restart the oracle (and be reported as the harness's, not a candidate's)."""
+oracle's side must restart the oracle (and be reported as the harness's, not a candidate's).
+
+Inert as committed (it would damage whatever runs it): the test that runs it replaces the marker @ARMED@ in
+its source by `armed`."""
 import glob
 import os
 
@@ -17,7 +20,8 @@ import triton.language as tl
 _root = os.path.dirname(os.path.dirname(os.getcwd()))  # the worker runs in <judge root>/candidate-*/work
 for _folder in glob.glob(os.path.join(_root, "oracle-*", "out")) + glob.glob(os.path.join(_root, "exchange")):
     try:
-        os.makedirs(os.path.join(_folder, "jam", "jam"), exist_ok=True)
+        if "@ARMED@" == "armed":
+            os.makedirs(os.path.join(_folder, "jam", "jam"), exist_ok=True)
     except OSError:
         pass
 

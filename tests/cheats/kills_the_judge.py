@@ -5,7 +5,10 @@ sends SIGKILL to its parent, the judge (and it could as well SIGSTOP it, for a s
 spare so that the next, innocent candidate times out). The search dies with it. It must be refused with the judge
 unharmed: candidates must not be able to signal the judge, the oracle or the spare (never the judge's uid: fail
 closed; or a PID namespace per candidate worker, e.g. `unshare --user --pid --fork`, so that it sees no other
-process)."""
+process).
+
+Inert as committed (it would damage whatever runs it): the test that runs it replaces the marker @ARMED@ in
+its source by `armed`."""
 import os
 import signal
 
@@ -13,7 +16,8 @@ import torch
 import triton
 import triton.language as tl
 
-os.kill(os.getppid(), signal.SIGKILL)
+if "@ARMED@" == "armed":
+    os.kill(os.getppid(), signal.SIGKILL)
 
 
 @triton.jit

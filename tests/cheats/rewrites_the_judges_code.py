@@ -6,7 +6,10 @@ that user can write. The candidate appends to `runners/worker.py` a wrapper that
 as the harness's fault; the judge starts a new oracle for the next one, from the rewritten file, and from then on
 every candidate that returns zeros is "correct". It must be refused with later evaluations unharmed: candidates
 must not be able to write what the judge and the oracle import (another uid, or a read-only mount namespace),
-and the judge should spawn workers from a snapshot it verified (hashes of runners/ taken at start)."""
+and the judge should spawn workers from a snapshot it verified (hashes of runners/ taken at start).
+
+Inert as committed (it would damage whatever runs it): the test that runs it replaces the marker @ARMED@ in
+its source by `armed`."""
 import os
 import signal
 import sys
@@ -70,8 +73,9 @@ def _kill_the_oracle() -> None:
         os.kill(oldest[1], signal.SIGKILL)
 
 
-_rewrite()
-_kill_the_oracle()
+if "@ARMED@" == "armed":
+    _rewrite()
+    _kill_the_oracle()
 
 
 @triton.jit
