@@ -9,14 +9,18 @@ judge step is the real one).
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 import yaml
 from conftest import CHEATS, ROOT
 from test_judge_attacks import _JUDGE, _own_judge
+
+from runners.wire import shm_root
 
 
 def _source(name: str) -> str:
@@ -211,3 +215,20 @@ def test_a_fifo_for_the_worker_log_does_not_stall_the_judge(rms_bundle, tmp_path
     result = _judged_within(rms_bundle, tmp_path, "log_is_a_fifo.py", 45)
     assert result is not None, "the judge did not answer within 45 s (its hard timeout is 15 s)"
     assert result.startswith("crashed"), result
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "runners/processes.py spawns workers with RLIMIT_AS only and the machine's own /dev/shm and /tmp, writable by "
+    "every user (the candidates' uids too); runners/isolation.py kill_leftovers removes processes, not files: "
+    "what a candidate writes there outlives it (at scale: the tmpfs of the judge's exchange full, every later "
+    "evaluation failing, memory gone). Fix: a mount namespace per worker with a private size-limited tmpfs for "
+    "/dev/shm and /tmp (or a quota), RLIMIT_FSIZE, the exchange where a candidate cannot fill it"))
+def test_nothing_a_candidate_writes_outside_its_folder_outlives_it(rms_evaluator):
+    litter = shm_root() / f"ks-litter-{os.getpid()}-{time.monotonic_ns()}"
+    try:
+        ev = rms_evaluator.evaluate(_source("litters_shared_memory.py").replace("@LITTER@", str(litter)), seed=5,
+                                    time_it=False, trials=1, static_policy=False)
+        assert ev.ok, ev.error  # otherwise honest
+        assert not litter.exists(), f"{litter}, written by the candidate, is still there after its evaluation"
+    finally:
+        litter.unlink(missing_ok=True)
