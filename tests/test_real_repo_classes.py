@@ -95,6 +95,7 @@ def test_tests_that_hard_code_cuda_run_on_the_cpu_interpreter_and_are_counted(tm
     assert [c["args"]["x"]["shape"] for c in capture.calls] == [[3], [70], [130], [200], [260]]
     assert all(c["args"]["x"]["device"] == "cpu" and c["written"] == ["x"] for c in capture.calls)
     assert capture.cuda_moved == 10  # five `device="cuda"` and five `.cuda()`
+    assert capture.run.command == "python -m pytest -q -p no:cacheprovider tests/test_scale.py"  # no plugin shown
 
 
 def test_a_proposal_needs_calls_not_a_pass_so_the_run_stops_early(tmp_path):
@@ -141,13 +142,6 @@ def test_a_device_probe_that_raises_through_a_helper_is_named_where_it_probes(tm
         check_import(root, "scale", kernel, plan, "interpret", None, [str(root / "src")])
     assert err.value.cause.startswith("src/gems/runtime/device.py line 5 (`error.device_not_found()`) queries the GPU")
     assert "reached from src/gems/ops/scale.py line 1" in err.value.cause
-
-
-def test_the_capture_run_is_shown_as_the_user_would_run_it(tmp_path):
-    target = open_target(make_repo(tmp_path))
-    target.tests = TestSettings(import_roots=["src"])
-    capture = run_capture(target, "tests/test_scale.py -k 3", "gems.ops.scale", "scale_", "interpret")
-    assert capture.run.passed and capture.run.command == "python -m pytest -q -p no:cacheprovider tests/test_scale.py -k 3"
 
 
 NORM = '''\
