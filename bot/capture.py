@@ -56,7 +56,7 @@ class Capture:
         if not self.run.passed:
             hint = ("; Triton's CPU interpreter cannot run this kernel as written (compiled Triton may): capture on "
                     "a GPU with --backend triton") if "InterpreterError" in self.run.output_tail else ""
-            return f"`{self.run.command}` exited {self.run.returncode}: {last.strip()[:300]}{hint}"
+            return f"`{self.run.command}` exited {self.run.returncode}: {' '.join(last.split())[:300]}{hint}"
         return f"`{self.run.command}` passed without calling it ({last.strip()[:200]})"
 
 
