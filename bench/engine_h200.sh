@@ -23,7 +23,7 @@ mkdir -p "$DEST"; DEST=$(realpath "$DEST")
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$DEST/device.txt"
 python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)' | tee -a "$DEST/device.txt"
 
-work=$(mktemp -d)
+work=$(mktemp -d) && chmod 755 "$work"  # readable by the candidates' user when kernelsmith runs as root
 cp -r examples/tinyserve "$work/tinyserve"
 (cd "$work/tinyserve" && git init -q && git add -A && git -c user.name=ci -c user.email=ci@localhost commit -qm baseline) || exit 1
 python3 tests/llm_server/server.py --script tests/llm_server/scripts/softmax_h200.json --port-file "$work/port" > /dev/null &

@@ -18,6 +18,7 @@ into plain tensors (runners/wire.py). The steps, per evaluation:
 """
 from __future__ import annotations
 
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,7 +52,16 @@ class Exchange:
         return metas
 
     def clear(self) -> None:
-        for p in self.root.iterdir():
+        clear_folder(self.root)
+
+
+def clear_folder(folder: Path) -> None:
+    """Empty a folder a worker may have written: files, and whatever else was left there (folders, FIFOs,
+    links), so that nothing planted jams a later evaluation."""
+    for p in folder.iterdir():
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
             p.unlink(missing_ok=True)
 
 
@@ -71,8 +81,7 @@ class Judge(TimingSteps):
         return decode_value(meta, worker.outbox, max_bytes, self.device)
 
     def _clear_outbox(self, worker) -> None:
-        for p in Path(worker.outbox).iterdir():
-            p.unlink(missing_ok=True)
+        clear_folder(Path(worker.outbox))
 
     def _oracle_call(self, metas: dict, tag: str, inputs: dict, reference: bool = False):
         reply = self.oracle.request("call", inputs=metas, tag=tag, written=self.spec.written, reference=reference)
@@ -195,7 +204,7 @@ def evaluate(judge: Judge, cases: list[Case], secret: int, trials: int, time_it:
         ev.stage, ev.error = refusal.stage, refusal.reason
         current = next((c for c in reversed(ev.cases)), None)
         if current is not None and refusal.stage in ("correctness", "compile", "kernel") and \
-                not refusal.reason.startswith(current.case):
+                not refusal.reason.startswith(tuple(f"{c.case}:" for c in ev.cases)):
             ev.error = f"{current.case}: {refusal.reason}"
             current.message = refusal.reason
     finally:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import statistics
 import time
 from dataclasses import dataclass
@@ -105,7 +106,7 @@ class TimingSteps:
         tol = self.spec.tolerance(case.dtype)
         per_slot = self._per_call_bytes(case)
         reveal = min(count, max(4, p.max_fetch_bytes // per_slot), p.reveal_slots)
-        walls_b, walls_c, passes_b = [], [], []
+        walls_b, walls_c, passes_b, shaveable_b = [], [], [], []
         for round_ in range(p.window_rounds):
             seed = trial_seed(secret, 50_000 + round_, index)
             pair = [(self.oracle, walls_b), (self.candidate, walls_c)]
@@ -117,7 +118,11 @@ class TimingSteps:
                 worker.request("sample", which="window", replays=1)
                 wall, replies[worker.role] = self._window(worker, seed)
                 walls.append(wall)
-            passes_b.append(float(replies["oracle"].get("pass_us", 0.0)))
+            oracle_reply = replies["oracle"]
+            passes_b.append(float(oracle_reply.get("pass_us", 0.0)))
+            # What a candidate's worker could leave out of its own request (the lead sleep, the commitments done
+            # some cheaper way) and so take off the time the judge credits to its pass: the oracle's, measured.
+            shaveable_b.append(float(oracle_reply.get("lead_us", 0.0)) + float(oracle_reply.get("commit_us", 0.0)))
             commits = replies["candidate"].get("commitments")
             if not isinstance(commits, list) or len(commits) != count:
                 raise Refusal("timing", "the judge's window ended without a commitment to every slot's outputs")
@@ -155,9 +160,12 @@ class TimingSteps:
             worker.request("release")
         result.window_ms = [round(w / 1000, 4) for w in walls_b + walls_c]
         verdict = corroborate(walls_b, passes_b, walls_c, result.baseline_us, result.candidate_us,
-                              p.corroboration_tolerance, p.clock_jitter_us)
-        result.judge_us = result.baseline_us / verdict.judge_speedup
-        result.judge_ratio = result.judge_us / result.candidate_us if result.candidate_us else None
+                              p.corroboration_tolerance, p.clock_jitter_us, shaveable_b)
+        if verdict.resolved:
+            result.judge_us = result.baseline_us / verdict.judge_speedup
+            result.judge_ratio = result.judge_us / result.candidate_us if result.candidate_us else None
+        else:  # the clock could not resolve this size: no number of its own, and no credit beyond 1.0x below
+            result.message = (result.message + " " if result.message else "") + "judge's clock: unresolved at this size"
         if not verdict.ok:
             raise Refusal("timing", f"{case.id}: the candidate's claimed speedup {verdict.claimed:.3f}x is above what "
                                     f"the judge's clock saw, {verdict.judge_speedup:.3f}x over {count} calls on fresh "
@@ -165,7 +173,7 @@ class TimingSteps:
                                     f"timing not corroborated, quarantined")
         # Within the allowance, a speedup counts only as far as the judge's clock saw it (plus its tolerance):
         # what the clock cannot resolve is never credited to the candidate.
-        cap = max(1.0, verdict.judge_speedup * (1 + p.corroboration_tolerance))
+        cap = max(1.0, verdict.judge_speedup * (1 + p.corroboration_tolerance)) if verdict.resolved else 1.0
         if verdict.claimed > cap:
             result.claimed_us = result.candidate_us
             result.candidate_us = result.baseline_us / cap
@@ -212,31 +220,42 @@ class Corroboration:
     judge_speedup: float  # by the judge's clock
     allowed: float  # how far the claim may exceed the judge's speedup
     ok: bool
+    resolved: bool = True  # the clock's noise is small against the pass: its speedup can be credited
 
 
 def corroborate(walls_b: list[float], passes_b: list[float], walls_c: list[float], baseline_us: float,
-                candidate_us: float, tolerance: float, jitter_us: float) -> Corroboration:
+                candidate_us: float, tolerance: float, jitter_us: float,
+                shaveable_b: list[float] | None = None) -> Corroboration:
     """Hold the candidate's claimed speedup against the judge's clock.
 
-    ``walls_*`` are the judge's wall times of each side's passes (microseconds), ``passes_b`` the trusted
-    oracle's own device time of its passes. A pass's wall time carries an extra beyond its kernels (lead sleep,
-    commitments, the round trip), measured on the oracle; the candidate's pass by the judge's clock is its
-    shortest wall time minus that extra. The first round is a warm-up (first-use costs in a fresh process)
-    and is left out when there are three or more. The allowance is the tolerance plus what the judge cannot
-    resolve: the extra itself and how much it moved, relative to the oracle's pass. On the H200, passes at
-    decode sizes are a few milliseconds against a few milliseconds of extra, so the judge's clock there only
-    catches gross forgeries; at prefill sizes it resolves about 15-25 %.
+    ``walls_*`` are the judge's wall times of each side's window requests (microseconds), ``passes_b`` the
+    trusted oracle's own device time of its passes. A request's wall time carries an extra beyond the pass
+    (lead sleep, filling the slots, commitments, the round trip), measured on the oracle; the candidate's pass
+    by the judge's clock is its shortest wall time minus that extra. The first round is a warm-up (first-use
+    costs in a fresh process) and is left out when there are three or more.
+
+    The allowance is the tolerance plus what the judge cannot resolve: how much the extra moved, and the part
+    of it a candidate's worker could leave out of its own request (``shaveable_b``: the oracle's lead sleep and
+    commitments; the whole extra when not given), relative to the oracle's pass. When the extra moves by half a
+    pass or more, or the candidate's pass comes out at less than a tenth of the oracle's, the clock has not
+    resolved this size (``resolved`` False): the judge then credits no speedup at all (runners/judge_clock.py).
     """
     if len(walls_b) >= 3:
         walls_b, passes_b, walls_c = walls_b[1:], passes_b[1:], walls_c[1:]
+        shaveable_b = shaveable_b[1:] if shaveable_b else shaveable_b
     extras = [w - q for w, q in zip(walls_b, passes_b)]
     extra = statistics.median(extras)
-    pass_b = min(passes_b)
-    pass_c = max(min(walls_c) - extra, 1e-3)
-    judge_speedup = pass_b / pass_c
-    allowed = tolerance + (extra + max(extras) - min(extras) + jitter_us) / max(pass_b, 1e-3)
+    pass_b = max(min(passes_b), 1e-3)
+    floor = pass_b / MAX_PLAUSIBLE_SPEEDUP
+    pass_c = min(walls_c) - extra
+    # how much the extra moves; from one round it cannot be told, and the extra itself stands in for it
+    noise = (max(extras) - min(extras) if len(extras) >= 2 else extra) + jitter_us
+    shave = statistics.median(shaveable_b) if shaveable_b else extra
+    resolved = noise < 0.5 * pass_b and pass_c >= floor
+    judge_speedup = pass_b / max(pass_c, floor)
+    allowed = tolerance + (shave + noise) / pass_b
     claimed = baseline_us / candidate_us if candidate_us else float("inf")
-    return Corroboration(claimed, judge_speedup, allowed, claimed <= judge_speedup * (1 + allowed))
+    return Corroboration(claimed, judge_speedup, allowed, claimed <= judge_speedup * (1 + allowed), resolved)
 
 
 def _share(kernels: list, names: set | None) -> float | None:
@@ -246,8 +265,16 @@ def _share(kernels: list, names: set | None) -> float | None:
     if names is None:  # the baseline: all of its kernels that are Triton's (not aten/memcpy/memset)
         picked = sum(us for name, us in kernels if not _library_kernel(name))
     else:
-        picked = sum(us for name, us in kernels if any(name == n or name.startswith(n) for n in names))
+        picked = sum(us for name, us in kernels if any(_same_kernel(name, n) for n in names))
     return picked / total
+
+
+def _same_kernel(profiled: str, launched: str) -> bool:
+    """The profiler's name of a launched Triton kernel: its own name, or that name with a specialisation suffix
+    (older Triton: ``_0d1d2de``). Never a bare prefix: a kernel named ``void`` would claim 'void at::...'."""
+    return profiled == launched or (profiled.startswith(launched + "_")
+                                    and re.fullmatch(r"[0-9a-z_]*", profiled[len(launched) + 1:]) is not None
+                                    and any(ch.isdigit() for ch in profiled[len(launched) + 1:]))
 
 
 def _library_kernel(name: str) -> bool:

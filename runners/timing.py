@@ -149,24 +149,35 @@ class SlotTimer:
         end.synchronize()
         return start.elapsed_time(end) * 1000.0 / (replays * len(self.slots))
 
-    def window(self, lead_cycles: int = 0) -> tuple[float, list[int]]:
-        """The judge's corroboration run: one pass over every slot (all distinct values), then the slots'
-        commitments, and the pass's device time by this process's events (trusted from the oracle only). The
-        judge times the whole request with its own clock. ``lead_cycles`` of device sleep go first,
-        so that the whole pass is queued before the device starts on it (no host gaps inside the pass)."""
+    def window(self, lead_cycles: int = 0, fill: Callable[[], None] | None = None) -> tuple[float, list[int], dict]:
+        """The judge's corroboration run: the slots filled with the values of the seed that came with the
+        request, one pass over every slot (all distinct values), then the slots' commitments. Returns the
+        pass's device time, the commitments, and the device time of the lead, the fill and the commitments, by
+        this process's events (trusted from the oracle only). The judge times the whole request with its own
+        clock. ``lead_cycles`` of device sleep go first, so that the whole request is queued before the device
+        starts on it (no host gaps inside the pass)."""
+        events = [torch.cuda.Event(enable_timing=True) for _ in range(5)]
+        events[0].record()
         if lead_cycles and self.graph is not None:
             torch.cuda._sleep(int(lead_cycles))
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
+        events[1].record()
+        if fill is not None:
+            fill()
+        events[2].record()
         self.run(1)
-        end.record()
+        events[3].record()
         if self.graph is not None:
             if self.plan is None:
                 self.plan = CommitPlan(self.outputs)
             sums = self.plan.sums()
         else:  # direct calls: new output tensors every pass
             sums = commitments(self.outputs, self.commit_buffers)
-        return start.elapsed_time(end) * 1000.0, sums
+        events[4].record()
+        events[4].synchronize()
+        parts = {"lead_us": events[0].elapsed_time(events[1]) * 1000.0,
+                 "fill_us": events[1].elapsed_time(events[2]) * 1000.0,
+                 "commit_us": events[3].elapsed_time(events[4]) * 1000.0}
+        return events[2].elapsed_time(events[3]) * 1000.0, sums, parts
 
 
 def host_overhead_us(fn: Callable[[], object], calls: int = 30) -> float:

@@ -12,6 +12,7 @@ import json
 import math
 import os
 import select
+import stat
 import struct
 import time
 from pathlib import Path
@@ -132,7 +133,11 @@ def read_tensor(meta: dict, folder: Path, max_bytes: int, device: str = "cpu") -
     path = Path(str(meta.get("file", "")))
     if path.resolve().parent != Path(folder).resolve():
         raise WireError("tensor file outside the exchange folder")
-    with open(path, "rb") as f:
+    # Never block on what a worker left there: no FIFO, device or link, only a regular file opened without waiting.
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise WireError("a tensor file that is not a regular file")
         data = f.read(nbytes + 1)
     if len(data) != nbytes:
         raise WireError(f"tensor file holds {len(data)} bytes, the header says {nbytes}")

@@ -178,9 +178,9 @@ class Server:
 
     def window(self, req: dict) -> dict:
         timer = self._timer({"which": "window"})
-        timer.bank.fill(int(req["seed"]))  # the values are only known now, inside the judge's clock
-        pass_us, sums = timer.window(int(req.get("lead_cycles", 0)))
-        return {"ok": True, "pass_us": pass_us, "commitments": sums}
+        seed = int(req["seed"])  # the values are only known now, inside the judge's clock
+        pass_us, sums, parts = timer.window(int(req.get("lead_cycles", 0)), fill=lambda: timer.bank.fill(seed))
+        return {"ok": True, "pass_us": pass_us, "commitments": sums, **parts}
 
     def reveal(self, req: dict) -> dict:
         timer = self._timer({"which": "window"})

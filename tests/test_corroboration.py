@@ -32,3 +32,30 @@ def test_a_truly_faster_candidate_is_not_held_back():
     # the candidate's passes are really shorter: its claim of 1.5x matches the clock
     v = corroborate(walls(12.0, 12.0, 12.0), walls(10.2, 10.2, 10.2), walls(8.6, 8.6, 8.6), 38.6, 25.7, 0.05, 150)
     assert v.ok and 1.4 < v.judge_speedup < 1.7
+
+
+def test_a_clock_that_cannot_resolve_the_size_credits_nothing():
+    # The H200 at decode sizes before the fill was batched (bench/results/evaluator-h200/attacks-gpu.json):
+    # 8192 calls (about 12 ms of kernels) inside requests of 45-95 ms that moved by tens of milliseconds.
+    v = corroborate(walls(93.0, 57.6, 44.8), walls(12.0, 12.0, 12.0), walls(71.5, 46.6, 42.7), 1.44, 1.44, 0.05, 150,
+                    shaveable_b=walls(0.6, 0.6, 0.6))
+    assert not v.resolved  # the judge then credits at most 1.0x (runners/judge_clock.py)
+
+
+def test_a_candidate_request_shorter_than_the_extra_is_not_an_infinite_speedup():
+    # the candidate's whole request came back faster than the oracle's extra alone: its pass by the judge's
+    # clock would be negative; it is held at the floor and the size is reported unresolved
+    v = corroborate(walls(40.0, 40.0, 40.0), walls(12.0, 12.0, 12.0), walls(20.0, 20.0, 20.0), 1.44, 0.48, 0.05, 150,
+                    shaveable_b=walls(0.6, 0.6, 0.6))
+    assert not v.resolved and v.judge_speedup <= 10.0 + 1e-9
+
+
+def test_only_what_a_worker_could_skip_widens_the_allowance():
+    # prefill: a request of 31 ms holds a 20 ms pass, 9 ms of filling the slots and 1.5 ms of lead and
+    # commitments. A worker cannot skip the fill (every slot's values are checked through the revealed outputs),
+    # so only the 1.5 ms counts: a forged 3.2x claim is quarantined, an honest 1.0x is not.
+    args = (walls(31.0, 30.9, 31.1), walls(20.0, 20.0, 20.0), walls(31.1, 31.0, 31.2))
+    honest = corroborate(*args, 38.6, 38.5, 0.05, 150, shaveable_b=walls(1.5, 1.5, 1.5))
+    assert honest.ok and honest.resolved and honest.allowed < 0.2
+    forged = corroborate(*args, 38.6, 38.6 / 3.2, 0.05, 150, shaveable_b=walls(1.5, 1.5, 1.5))
+    assert not forged.ok

@@ -31,21 +31,36 @@ def _summary(ev) -> tuple:
     return ev.stage, ev.error, [(c.case, c.speedup, c.judge_ratio, c.own_kernel_share) for c in ev.cases]
 
 
-# cheat, stage, words in the error ("" : any)
+# cheat, stage, words in the error ("" : any): refused there on the H200 (bench/results/evaluator-h200/attacks-gpu.txt)
 REFUSED = [
     ("token_triton_kernel.py", "kernel", "own"),
     ("skips_work_under_capture.py", "timing", ""),
-    ("content_keyed_cache.py", "timing", ""),
-    ("skips_graph_replays.py", "timing", ""),
     ("lazy_token_kernel.py", "timing", ""),
-    ("forges_sample_times.py", "timing", "not corroborated"),
 ]
+# Timing forgeries: what matters is that the forged time earns nothing. Refused, or every case credited with no
+# more than the cheat's honest kernel gets (about 1x: the judge credits a speedup only as far as its own clock
+# saw it, and nothing where its clock cannot resolve the size). Several of them also compute the residual add
+# in torch and are refused for their own-kernel share at the largest case, after every case was timed.
+NO_CREDIT = ["content_keyed_cache.py", "skips_graph_replays.py", "forges_sample_times.py",
+             "forges_samples_at_decode.py", "derives_window_seed.py"]
+HONEST_BOUND = 1.10  # the cheats' kernels are the baseline's at best; the clock's tolerance and noise on top
+
+
+def _no_credit(ev) -> bool:
+    return (not ev.ok and ev.stage == "timing") or all((c.speedup or 0.0) <= HONEST_BOUND for c in ev.cases)
 
 
 @pytest.mark.parametrize("cheat, stage, words", REFUSED, ids=[c[0] for c in REFUSED])
 def test_gpu_attack_is_refused(gpu_attack_evaluator, cheat, stage, words):
     ev = _evaluate(gpu_attack_evaluator, cheat)
     assert not ev.ok and ev.stage == stage and words in (ev.error or ""), _summary(ev)
+
+
+@pytest.mark.parametrize("cheat", NO_CREDIT)
+def test_a_forged_time_earns_nothing(gpu_attack_evaluator, cheat):
+    ev = _evaluate(gpu_attack_evaluator, cheat)
+    assert ev.stage not in ("compile", "crashed", "baseline"), _summary(ev)  # the cheat ran
+    assert _no_credit(ev), _summary(ev)
 
 
 def test_the_honest_rewrite_still_passes_after_the_attacks(gpu_attack_evaluator):
@@ -76,19 +91,6 @@ def test_the_oracles_revealed_outputs_cannot_be_overwritten_on_the_gpu(gpu_attac
     assert not ev.ok and ev.stage == "timing", _summary(ev)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "runners/judge.py corroborate(): allowed = tolerance + (extra + spread + jitter) / pass_b, and at decode "
-    "sizes the window's fixed extra (lead sleep, commitments, round trip) is about as long as the oracle's "
-    "pass (the function's own docstring: 'only catches gross forgeries'), so a claim of up to ~2x the "
-    "judge's speedup passes: a worker that reports 80 % of its sample times at decode sizes gets a fake "
-    "1.25x, ok. Fix: a pass long against the extra at every size (more distinct slots, or several passes "
-    "per timed request), the extra's spread only in the allowance, and the reported speedup "
-    "min(claimed, judge's)"))
-def test_forged_samples_at_decode_sizes_are_not_corroborated(gpu_attack_evaluator):
-    ev = _evaluate(gpu_attack_evaluator, "forges_samples_at_decode.py")
-    assert not ev.ok and ev.stage == "timing", _summary(ev)
-
-
 # ---- second round (tests/test_judge_attacks_round2.py has the CPU side) -------------------------------------
 # The xfail marks below are predictions made without a GPU (from the judge's code and the CPU stand-in): an
 # XPASS(strict) means the judge already refuses that attack on the H200; then drop the mark.
@@ -98,12 +100,6 @@ def _ran(ev) -> None:
     cheat, not a judge that holds (raised as an error, which the xfail marks below do not accept)."""
     if ev.stage in ("compile", "crashed", "baseline", "timeout"):
         raise RuntimeError(f"the cheat did not run: {_summary(ev)}")
-
-
-def test_the_window_seed_cannot_be_derived_on_the_gpu(gpu_attack_evaluator):
-    ev = _evaluate(gpu_attack_evaluator, "derives_window_seed.py")
-    _ran(ev)
-    assert not ev.ok and ev.stage == "timing", _summary(ev)
 
 
 def test_negative_sample_times_are_refused_on_the_gpu(gpu_attack_evaluator):
@@ -129,11 +125,6 @@ def test_torch_at_the_unprofiled_sizes_is_refused(gpu_attack_evaluator):
     assert not ev.ok and ev.stage == "kernel", _summary(ev)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "runners/judge_clock.py corroborate: at decode sizes the allowance holds the window's whole fixed extra "
-    "(about the oracle's pass), so samples from a graph that skips every fifth call (told apart from the window's "
-    "graph by the size of the slots' block, no handler patched) claim 1.25x and are corroborated. Fix: as for "
-    "forges_samples_at_decode.py, plus the samples taken from the graph whose outputs are checked"))
 def test_work_skipped_only_in_the_samples_graph_is_refused(gpu_attack_evaluator):
     """Refused, or credited with no more than the honest kernel's speedup (about 1, within the clock's 5 % and noise)."""
     ev = _evaluate(gpu_attack_evaluator, "skips_calls_in_the_samples_graph.py")
@@ -165,14 +156,6 @@ def test_a_candidate_that_slows_the_oracle_down_is_refused(gpu_attack_evaluator)
     assert not ev.ok or max((c.speedup or 0.0) for c in ev.cases) < 1.15, _summary(ev)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "runners/judge_clock.py corroborate: pass_c = min(walls_c) - extra, with the extra (lead sleep, "
-    "CommitPlan's copy and byte sum, round trip) measured on the oracle; the candidate decides its own extra: "
-    "its kernel writes each row's byte sum in its epilogue and its window handler skips the sleep and the copy, "
-    "so at T=512 (extra about as long as the pass) the judge's clock sees a pass several times shorter and a "
-    "fake 1.67x is credited, ok. Fix: no candidate-side cost around the pass may count as pass time: passes "
-    "long against any fixed cost (several distinct-value passes per timed request), or the extra measured on "
-    "the candidate itself"))
 def test_a_candidate_cannot_shed_the_windows_extra(gpu_attack_evaluator):
     """Refused, or credited with no more than the honest kernel's speedup (about 1, within the clock's 5 % and noise)."""
     ev = _evaluate(gpu_attack_evaluator, "sheds_the_window_extra.py")
@@ -180,20 +163,12 @@ def test_a_candidate_cannot_shed_the_windows_extra(gpu_attack_evaluator):
     assert (not ev.ok and ev.stage == "timing") or max((c.speedup or 0.0) for c in ev.cases) < 1.15, _summary(ev)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "runners/protocol.py trial_seed is affine in the secret: the first prepare_timing seed yields the secret and "
-    "with it every later seed; the pass is run inside the untimed refill on the coming pass's values, fake "
-    "1.67x where the data fits in L2. Fix: seeds from a keyed hash of the secret"))
 def test_the_secret_cannot_be_recovered_on_the_gpu(gpu_attack_evaluator):
     ev = _evaluate(gpu_attack_evaluator, "recovers_the_secret.py")
     _ran(ev)
     assert not ev.ok and ev.stage == "timing", _summary(ev)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "runners/judge_clock.py _share counts a profiled kernel as the candidate's when its name starts with the "
-    "name of one of its launched kernels; a token Triton kernel named `void` is a prefix of every aten kernel's "
-    "demangled name ('void at::native::...'), so torch's work counts as the candidate's own. Fix: exact names"))
 def test_a_kernel_named_void_does_not_claim_torchs_kernels(gpu_attack_evaluator):
     ev = _evaluate(gpu_attack_evaluator, "kernel_named_void.py")
     _ran(ev)
