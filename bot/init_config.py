@@ -115,6 +115,24 @@ def _usual_ranks(calls: list[dict]) -> list[dict]:
                                     if v.get("kind") == "tensor")]
 
 
+def _size_of(values: list, assignments: list[dict]):
+    """``H`` or ``[H]`` when every call's int (or list of ints) equals the same symbols' sizes, else None."""
+    def plain_int(v) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool)
+
+    as_lists = [v if isinstance(v, list) else [v] for v in values]
+    if len({len(v) for v in as_lists}) != 1 or not all(plain_int(x) for v in as_lists for x in v):
+        return None
+    symbols = []
+    for position in range(len(as_lists[0])):
+        common = set.intersection(*({s for s, n in a.items() if plain_int(n) and n == v[position]}
+                                    for v, a in zip(as_lists, assignments)))
+        if not common:
+            return None
+        symbols.append(min(common, key=SYMBOLS.index if all(c in SYMBOLS for c in common) else str))
+    return symbols if isinstance(values[0], list) else symbols[0]
+
+
 class _NoAliases(yaml.SafeDumper):
     def ignore_aliases(self, data) -> bool:
         return True
@@ -155,7 +173,10 @@ def from_calls(row: ScanRow, calls: list[dict], limit: int = 4) -> Proposal | No
         elif all(v.get("kind") == "scalar" for v in values):
             seen = {repr(v["value"]) for v in values}
             first = values[0]["value"]
-            if len(seen) > 1 and all(isinstance(v["value"], (int, float)) and not isinstance(v["value"], bool)
+            size = _size_of([v["value"] for v in values], assignments) if len(seen) > 1 else None
+            if size is not None:  # FlagGems' normalized_shape=[N]: sizes that follow the tensors' symbols
+                prop.args[name] = {"size": size}
+            elif len(seen) > 1 and all(isinstance(v["value"], (int, float)) and not isinstance(v["value"], bool)
                                      for v in values):
                 prop.args[name] = {"range": [min(v["value"] for v in values), max(v["value"] for v in values)]}
             else:

@@ -310,3 +310,23 @@ def test_captured_cases_zero_keeps_none_but_still_counts():
                              "contiguous": True}}} for n in (3, 5, 7)]
     cases, summary = captured_cases(calls, kernel, "interpret", kernel.captured_cases, [])
     assert cases == [] and summary["calls"] == 3 and summary["distinct"] == 3 and summary["kept"] == 0
+
+
+def test_init_proposes_size_for_a_list_of_sizes_that_follows_the_tensors():
+    from bot.config import parse_config
+    from bot.init_config import from_calls, render
+    from bot.scan import ScanRow
+
+    def call(t, h, n_groups):
+        tensor = {"kind": "tensor", "dtype": "float16", "contiguous": True}
+        return {"args": {"x": {**tensor, "shape": [t, h]}, "w": {**tensor, "shape": [h]},
+                         "normalized_shape": {"kind": "scalar", "value": [h]},
+                         "rows": {"kind": "scalar", "value": t}, "groups": {"kind": "scalar", "value": n_groups}}}
+
+    row = ScanRow(kernel="_k", file="src/gems/ops/norm.py", line=1, autotuned=False,
+                  entry="src/gems/ops/norm.py:norm", tests=["tests/test_norm.py"])
+    prop = from_calls(row, [call(1, 64, 2), call(7, 96, 4), call(33, 128, 2)])
+    assert prop.args["normalized_shape"] == {"size": ["H"]} and prop.args["rows"] == {"size": "T"}
+    assert prop.args["groups"] == {"range": [2, 4]}  # varies, but with no tensor size
+    config = parse_config(render([prop]))
+    assert config.kernels["norm"].args["normalized_shape"].size == ["H"]
