@@ -218,9 +218,12 @@ def proposals(root: Path, capture=None, only: list[str] | None = None) -> list[P
                 prop.review.insert(0, f"the capture run of {row.tests[0]} recorded no call of {row.entry_name}: {why}")
         out[row.entry] = prop
     names: set[str] = set()
-    for prop in out.values():
-        while prop.name in names:
-            prop.name += "_"
+    # the shallowest file keeps the plain name (not a vendor's copy); the others say where they live
+    for prop in sorted(out.values(), key=lambda p: (len(Path(p.path).parts), p.path)):
+        path = Path(prop.path)
+        options = [prop.name, f"{path.stem}_{prop.name}", f"{path.parent.name.lstrip('_')}_{path.stem}_{prop.name}"]
+        prop.name = next((n for n in options if n not in names), None) or next(
+            f"{options[-1]}_{i}" for i in range(2, len(out) + 2) if f"{options[-1]}_{i}" not in names)
         names.add(prop.name)
     return list(out.values())
 

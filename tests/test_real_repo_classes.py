@@ -330,3 +330,22 @@ def test_init_proposes_size_for_a_list_of_sizes_that_follows_the_tensors():
     assert prop.args["groups"] == {"range": [2, 4]}  # varies, but with no tensor size
     config = parse_config(render([prop]))
     assert config.kernels["norm"].args["normalized_shape"].size == ["H"]
+
+
+def test_init_names_entries_of_the_same_name_after_their_files(tmp_path):
+    """FlagGems: `scan_then_fan_col` in cummax.py and cummin.py, `slice_scatter` again in a vendor's folder."""
+    from bot.init_config import proposals
+
+    root = tmp_path / "r"
+    for rel in ("pkg/cummax.py", "pkg/cummin.py", "pkg/_vendor/cummin.py"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(KERNEL.replace("def scale_", "def scan_then_fan_col"))
+    (root / "pkg/__init__.py").write_text("")
+    (root / "pkg/_vendor/__init__.py").write_text("")
+    (root / "tests").mkdir()
+    (root / "tests/test_cum.py").write_text(
+        "from pkg.cummax import scan_then_fan_col as a\nfrom pkg.cummin import scan_then_fan_col as b\n"
+        "from pkg._vendor.cummin import scan_then_fan_col as c\n\n\ndef test_all():\n    a, b, c\n")
+    names = {p.path: p.name for p in proposals(root)}
+    assert names == {"pkg/cummax.py": "scan_then_fan_col", "pkg/cummin.py": "cummin_scan_then_fan_col",
+                     "pkg/_vendor/cummin.py": "vendor_cummin_scan_then_fan_col"}
