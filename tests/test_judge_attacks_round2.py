@@ -38,9 +38,16 @@ def timed_round2(rms_bundle, tmp_path_factory) -> dict:
     return dict(zip(_TIMED, results))
 
 
+def _no_credit_for_an_unseen_pass(ev: dict) -> bool:
+    """Refused at timing, or the judge's clock saw the candidate's pass: a precomputed pass shows as a judge's
+    time of almost nothing (judge_ratio ~0); the stand-in's clock is too noisy to bound the credit itself."""
+    ratios = [r for r in ev["judge_ratios"] if r is not None]
+    return (not ev["ok"] and ev["stage"] == "timing") or bool(ratios) and min(ratios) > 0.1
+
+
 def test_the_window_seed_cannot_be_derived_from_the_warm_up(timed_round2):
     ev = timed_round2["derives_window_seed.py"]
-    assert not ev["ok"] and ev["stage"] == "timing", ev
+    assert _no_credit_for_an_unseen_pass(ev), ev
 
 
 def test_negative_sample_times_are_refused(timed_round2):
@@ -50,7 +57,7 @@ def test_negative_sample_times_are_refused(timed_round2):
 
 def test_the_secret_cannot_be_recovered_from_a_seed(timed_round2):
     ev = timed_round2["recovers_the_secret.py"]
-    assert not ev["ok"] and ev["stage"] == "timing", ev
+    assert _no_credit_for_an_unseen_pass(ev), ev
 
 
 @pytest.fixture(scope="module")
