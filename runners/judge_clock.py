@@ -6,6 +6,7 @@ and bandwidth against plausibility bounds (``implausible``).
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import re
@@ -59,7 +60,8 @@ class TimingSteps:
         for round_ in range(p.max_rounds):
             pair = [(self.oracle, samples_b), (self.candidate, samples_c)]
             for worker, samples in (pair if round_ % 2 == 0 else pair[::-1]):
-                reply = worker.request("sample", replays=replays)
+                with self._alone(worker):
+                    reply = worker.request("sample", replays=replays)
                 if not reply.get("ok"):
                     raise Refusal("timing", f"sampling failed: {reply.get('error')}")
                 us = reply.get("us")
@@ -80,6 +82,19 @@ class TimingSteps:
         for worker in (self.oracle, self.candidate):
             worker.request("release")
         self._corroborate(case, index, secret, result)
+
+    @contextlib.contextmanager
+    def _alone(self, worker):
+        """The oracle's times are taken with the candidate's processes stopped, so that a candidate cannot slow
+        the baseline down (a thread keeping the GPU busy while its own worker waits) and look faster for it."""
+        if worker is not self.oracle:
+            yield
+            return
+        self.candidate.pause()
+        try:
+            yield
+        finally:
+            self.candidate.resume()
 
     def _window(self, worker, seed: int) -> tuple[float, dict]:
         t0 = time.perf_counter()
@@ -114,9 +129,10 @@ class TimingSteps:
             for worker, walls in (pair if round_ % 2 == 0 else pair[::-1]):
                 # Clocks up on other values; this round's seed is sent only with the timed request, so no
                 # work on these values can happen before the judge's clock runs.
-                worker.request("refill", which="window", seed=trial_seed(secret, 55_000 + round_, index))
-                worker.request("sample", which="window", replays=1)
-                wall, replies[worker.role] = self._window(worker, seed)
+                with self._alone(worker):
+                    worker.request("refill", which="window", seed=trial_seed(secret, 55_000 + round_, index))
+                    worker.request("sample", which="window", replays=1)
+                    wall, replies[worker.role] = self._window(worker, seed)
                 walls.append(wall)
             oracle_reply = replies["oracle"]
             passes_b.append(float(oracle_reply.get("pass_us", 0.0)))
@@ -182,7 +198,10 @@ class TimingSteps:
         """Device time in the candidate's own Triton kernels, against the baseline's share (GPU only)."""
         own = {k.split(":")[1] for k in self._own(result.launched)}
         bank = self._bank_request(case, 1, trial_seed(secret, 70_000, index))
-        reply_b = self.oracle.request("profile", **bank)
+        key = ("profile", case.id)  # the baseline's kernels per case do not change: profiled once per oracle
+        reply_b = self.oracle.cache.get(key) or self.oracle.request("profile", **bank)
+        if reply_b.get("ok"):
+            self.oracle.cache[key] = reply_b
         reply_c = self.candidate.request("profile", **bank)
         if not reply_b.get("ok"):
             return  # no profiler on this machine: the launch record stands alone
@@ -204,7 +223,8 @@ class TimingSteps:
             result.message = f"torch.compile reference not timed: {str(reply.get('error'))[:200]}"
             return
         replays = max(1, math.ceil(self.p.sample_us / (max(float(reply["per_call_us"]), 0.5) * count)))
-        samples = [float(self.oracle.request("sample", replays=replays, reference=True)["us"]) for _ in range(15)]
+        with self._alone(self.oracle):
+            samples = [float(self.oracle.request("sample", replays=replays, reference=True)["us"]) for _ in range(15)]
         result.reference_us = statistics.median(samples)
         self.oracle.request("release", reference=True)
 

@@ -112,6 +112,7 @@ class WorkerProcess:
         self.channel = Channel(rep_r, req_w)
         self.deadline: float | None = None
         self.ready_info: dict | None = None
+        self.cache: dict = {}  # the judge's copy of answers that cannot change for this worker (the oracle's)
 
     def wait_ready(self, timeout: float) -> dict:
         if self.ready_info is None:
@@ -140,6 +141,21 @@ class WorkerProcess:
         except OSError:
             return ""
         return "\n".join(text.strip().splitlines()[-lines:])
+
+    def pause(self) -> None:
+        """Stop every process of the worker's group (SIGSTOP): while the judge times the oracle, nothing of a
+        candidate's runs on the host or queues new work on the device."""
+        self._signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self._signal(signal.SIGCONT)
+
+    def _signal(self, sig: int) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
 
     def alive(self) -> bool:
         return self.proc.poll() is None

@@ -1,0 +1,34 @@
+"""The worker process as the judge drives it: stopped while the oracle is timed, and running again after."""
+import time
+from pathlib import Path
+
+from runners.backends import get_backend
+from runners.processes import WorkerProcess
+
+
+def _state(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+def _wait_for(pid: int, states: str) -> str:
+    for _ in range(100):
+        state = _state(pid)
+        if state in states:
+            return state
+        time.sleep(0.02)
+    return _state(pid)
+
+
+def test_a_paused_worker_is_stopped_and_resumes(tmp_path):
+    worker = WorkerProcess(get_backend("interpret"), tmp_path, "candidate", None, None)
+    try:
+        worker.wait_ready(120)
+        worker.pause()
+        assert _wait_for(worker.proc.pid, "T") == "T"  # stopped: it can neither run nor queue device work
+        worker.resume()
+        assert _wait_for(worker.proc.pid, "SR") in "SR"
+        worker.deadline = time.monotonic() + 60
+        assert worker.request("host_overhead").get("ok") is False  # it answers again (no timer prepared)
+    finally:
+        worker.close()
+    assert not worker.alive()
