@@ -67,7 +67,8 @@ class Evaluation:
     duration_s: float = 0.0
     env: Environment | None = None
     notes: list[str] = field(default_factory=list)
-    phases: dict = field(default_factory=dict)  # seconds: worker, load, correctness, timing, recheck
+    phases: dict = field(default_factory=dict)  # seconds: worker, load, correctness, timing, torch.compile,
+    # profile, recheck
 
     @property
     def fitness(self) -> float | None:
