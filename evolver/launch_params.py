@@ -7,9 +7,9 @@ Computed constexprs (``BLOCK_N=next_power_of_2(n)``) are left alone: correctness
 
 An ``@triton.autotune`` kernel pins nothing at its launch (its configs decide); its knobs sit on the decorator:
 ``configs`` (the original list, one config pinned, the configs that share one value, or the list widened by
-more warps and stages) and ``key`` (the original key, or the key with one more scalar argument, so that shapes
-the key could not tell apart get their own choice). Edits are spliced into the original text by byte offset,
-so a champion's diff touches only what changed.
+more warps and stages; a list built at run time is pinned by position) and ``key`` (the original key, or the
+key with one more scalar argument, so that shapes the key could not tell apart get their own choice). Edits are
+spliced into the original text by byte offset, so a champion's diff touches only what changed.
 """
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from runners.policy import decorator_names
 WARPS = ("1", "2", "4", "8", "16", "32")
 NUM_STAGES = ("1", "2", "3", "4")
 MAX_PINS = 24  # at most this many single-config choices per autotuned kernel
+RUNTIME_PINS = 8  # configs built at run time (`get_tuned_config("mv")`): pin each of the first this many
 
 
 @dataclass(frozen=True)
@@ -208,6 +209,7 @@ class Autotuned:
     key: list[str]
     scalars: list[str]  # kernel parameters that look like scalars (never a load/store address)
     config_call: str  # how the module spells triton.Config
+    runtime: str | None = None  # the configs expression, when it cannot be read without running the module
 
 
 def _scalar_params(fn: ast.FunctionDef, constexprs: set[str]) -> list[str]:
@@ -240,19 +242,40 @@ def autotuned_kernels(tree: ast.Module, source: str, entry: str | None = None) -
             key_node = kw.get("key", dec.args[1] if len(dec.args) > 1 else None)
             env = {_MODULE: {t.id: n.value for n in tree.body if isinstance(n, ast.Assign)
                              for t in n.targets if isinstance(t, ast.Name)}}
+            errors = (_NotStatic, TypeError, IndexError, KeyError, ValueError, RecursionError, AttributeError)
+            try:
+                key = _static(key_node, env) if key_node is not None else []
+            except errors:
+                key, key_node = [], None  # a key built at run time: not re-keyed
+            if not isinstance(key, list) or not all(isinstance(k, str) for k in key):
+                key, key_node = [], None
             try:
                 configs = _static(configs_node, env) if configs_node is not None else []
-                key = _static(key_node, env) if key_node is not None else []
-            except (_NotStatic, TypeError, IndexError, KeyError, ValueError, RecursionError):
-                continue  # configs built at run time: left alone
-            if not configs or not all(isinstance(c, TuneConfig) for c in configs):
+            except errors:
+                configs = None  # built at run time (a YAML file, a function, pre_hook=): pinned by position
+            if configs_node is None or (configs is not None and (
+                    not configs or not all(isinstance(c, TuneConfig) for c in configs))):
                 continue
             call = next((n for n in ast.walk(configs_node) if isinstance(n, ast.Call)), None)
             config_call = ast.get_source_segment(source, call.func) if call is not None else "triton.Config"
-            tuned = {k for c in configs for k, _ in c.kwargs}
-            out.append(Autotuned(node.name, node.lineno, configs_node, key_node, configs, list(key),
-                                 _scalar_params(node, tuned), config_call))
+            tuned = {k for c in configs or [] for k, _ in c.kwargs}
+            out.append(Autotuned(node.name, node.lineno, configs_node, key_node, configs or [], list(key),
+                                 _scalar_params(node, tuned), config_call,
+                                 ast.get_source_segment(source, configs_node) if configs is None else None))
     return out
+
+
+def _runtime_knob(tuned: Autotuned, index: int) -> Knob:
+    """Configs the module builds when it runs: each of the first RUNTIME_PINS pinned by position (a list with
+    fewer configs keeps all of them)."""
+    short = " ".join(tuned.runtime.split())
+    short = short if len(short) <= 48 else short[:45] + "..."
+    texts: list[str | None] = [None]
+    labels = ["(as written)"]
+    for i in range(RUNTIME_PINS):
+        texts.append(f"(lambda configs: configs[{i}:{i + 1}] or configs)({tuned.runtime})")
+        labels.append(f"pin config #{i} of `{short}`")
+    return Knob(index, tuned.line, tuned.kernel, "configs", tuple(texts), "autotune", tuple(labels))
 
 
 def _config_list(configs: list[TuneConfig], call: str) -> str:
@@ -271,6 +294,8 @@ def _widened(configs: list[TuneConfig]) -> list[TuneConfig]:
 
 
 def autotune_knobs(tuned: Autotuned, index: int) -> list[Knob]:
+    if tuned.runtime is not None:
+        return [_runtime_knob(tuned, index), *_key_knobs(tuned, index)]
     orig_configs = "(as written)"
     call = tuned.config_call
     texts: list[str | None] = [None]
@@ -289,17 +314,22 @@ def autotune_knobs(tuned: Autotuned, index: int) -> list[Knob]:
             labels.append(f"only configs with {label}")
     texts.append(_config_list(_widened(tuned.configs), call))
     labels.append("more configs (warps x2 and /2, one more stage)")
-    knobs = [Knob(index, tuned.line, tuned.kernel, "configs", tuple(texts), "autotune", tuple(labels))]
-    if tuned.key_node is not None:
-        keys: list[str | None] = [None]
-        key_labels = [f"{tuned.key}"]
-        for p in tuned.scalars:
-            if p not in tuned.key:
-                keys.append(repr([*tuned.key, p]))
-                key_labels.append(f"{[*tuned.key, p]} (re-tune per value of {p})")
-        if len(keys) > 1:
-            knobs.append(Knob(index, tuned.line, tuned.kernel, "key", tuple(keys), "autotune", tuple(key_labels)))
-    return knobs
+    return [Knob(index, tuned.line, tuned.kernel, "configs", tuple(texts), "autotune", tuple(labels)),
+            *_key_knobs(tuned, index)]
+
+
+def _key_knobs(tuned: Autotuned, index: int) -> list[Knob]:
+    if tuned.key_node is None:
+        return []
+    keys: list[str | None] = [None]
+    key_labels = [f"{tuned.key}"]
+    for p in tuned.scalars:
+        if p not in tuned.key:
+            keys.append(repr([*tuned.key, p]))
+            key_labels.append(f"{[*tuned.key, p]} (re-tune per value of {p})")
+    if len(keys) == 1:
+        return []
+    return [Knob(index, tuned.line, tuned.kernel, "key", tuple(keys), "autotune", tuple(key_labels))]
 
 
 def find_knobs(source: str, entry: str | None = None) -> list[Knob]:

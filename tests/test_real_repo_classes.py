@@ -349,3 +349,50 @@ def test_init_names_entries_of_the_same_name_after_their_files(tmp_path):
     names = {p.path: p.name for p in proposals(root)}
     assert names == {"pkg/cummax.py": "scan_then_fan_col", "pkg/cummin.py": "cummin_scan_then_fan_col",
                      "pkg/_vendor/cummin.py": "vendor_cummin_scan_then_fan_col"}
+
+
+RUNTIME_AUTOTUNED = '''\
+import triton
+import triton.language as tl
+
+
+def _hook(nargs):
+    pass
+
+
+def get_tuned_config(name):  # FlagGems reads these from a YAML file; Liger passes pre_hook=
+    return [triton.Config({"BLOCK": b}, num_warps=w, pre_hook=_hook) for b in (32, 64) for w in (1, 2)]
+
+
+@triton.autotune(configs=get_tuned_config("scale"), key=["n"])
+@triton.jit
+def _scale_kernel(x_ptr, n, rows, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)
+
+
+def scale_(x):
+    _scale_kernel[lambda meta: (triton.cdiv(x.numel(), meta["BLOCK"]),)](x, x.numel(), x.shape[0])
+    return x
+'''
+
+
+def test_configs_built_at_run_time_are_pinned_by_position():
+    """FlagGems (`runtime.get_tuned_config(...)`, 44 of 48 autotuned entries) and Liger (`pre_hook=`) build their
+    configs when the module runs; they got no knob at all. Now each position is a pin, and the key is free."""
+    import torch
+
+    from evolver.launch_params import find_knobs, render
+
+    configs, key = find_knobs(RUNTIME_AUTOTUNED, "scale_")
+    assert (configs.name, key.name) == ("configs", "key") and len(configs.choices) == 9
+    assert configs.labels[2] == 'pin config #1 of `get_tuned_config("scale")`'
+    assert key.labels[1] == "['n', 'rows'] (re-tune per value of rows)"
+    for choice, want in ((2, [(64 // 2, 2)]), (8, [(32, 1), (32, 2), (64, 1), (64, 2)])):  # #7: fewer, all kept
+        namespace: dict = {}
+        exec(compile(render(RUNTIME_AUTOTUNED, [configs, key], {configs.key: choice, key.key: 1}, "scale_"),
+                     "scaled.py", "exec"), namespace)
+        tuner = namespace["_scale_kernel"]
+        assert [(c.kwargs["BLOCK"], c.num_warps) for c in tuner.configs] == want and tuner.keys == ["n", "rows"]
+        if len(want) == 1:  # one config: no benchmarking, so it runs on the interpreter too
+            assert torch.equal(namespace["scale_"](torch.ones(100)), torch.full((100,), 2.0))
