@@ -101,6 +101,7 @@ class WorkerProcess:
         Isolation.hand_over(self.dir, uid)
         self.seq = 0
         self.failed = False  # its last request got no well-formed reply
+        self._log_fd: int | None = None
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
                 [python or sys.executable, "-m", "runners.worker"], stdin=subprocess.DEVNULL, stdout=log,
@@ -109,6 +110,9 @@ class WorkerProcess:
                 **Isolation.popen_args(uid))
         os.close(req_r)
         os.close(rep_w)
+        # The log is read through a descriptor of the file made here: whatever is put at its path later (a FIFO,
+        # a link to /dev/zero) is never opened by the judge.
+        self._log_fd = os.open(self.log_path, os.O_RDONLY)
         self.channel = Channel(rep_r, req_w)
         self.deadline: float | None = None
         self.ready_info: dict | None = None
@@ -135,12 +139,15 @@ class WorkerProcess:
         self.failed = False
         return reply
 
-    def output_tail(self, lines: int = 20) -> str:
+    def output_tail(self, lines: int = 20, most: int = 64 << 10) -> str:
+        if self._log_fd is None:
+            return ""
         try:
-            text = self.log_path.read_text(errors="replace")
+            size = os.fstat(self._log_fd).st_size
+            data = os.pread(self._log_fd, min(size, most), max(0, size - most))
         except OSError:
             return ""
-        return "\n".join(text.strip().splitlines()[-lines:])
+        return "\n".join(data.decode(errors="replace").strip().splitlines()[-lines:])
 
     def pause(self) -> None:
         """Stop every process of the worker's group (SIGSTOP): while the judge times the oracle, nothing of a
@@ -190,6 +197,9 @@ class WorkerProcess:
                 pass
         self.kill()
         self.channel.close()
+        if self._log_fd is not None:
+            os.close(self._log_fd)
+            self._log_fd = None
         shutil.rmtree(self.dir, ignore_errors=True)
 
 

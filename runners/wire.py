@@ -102,7 +102,15 @@ def write_tensor(folder: Path, name: str, tensor: torch.Tensor) -> dict:
         flat = flat.cpu()
     path = Path(folder) / name
     raw = flat.view(torch.uint8) if flat.numel() else torch.empty(0, dtype=torch.uint8)
-    raw.numpy().tofile(path)
+    # A new file every time: one planted under this name (and held open by whoever planted it) keeps its own
+    # inode, so the values written here never reach it.
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    with os.fdopen(fd, "wb") as f:
+        raw.numpy().tofile(f)
     os.chmod(path, 0o644)  # the judge writes, every worker reads; nobody else writes
     return {"kind": "tensor", "file": str(path), "dtype": DTYPE_NAMES[t.dtype], "shape": list(t.shape),
             "strides": strides, "nbytes": int(raw.numel())}

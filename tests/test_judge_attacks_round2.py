@@ -86,13 +86,6 @@ def test_the_window_commitments_cannot_be_steered(prefill_bundle, tmp_path):
 
 # ---- the oracle's folder and the judge's parser ---------------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason=(
-    "runners/judge.py _oracle_call: the oracle writes its outputs to files with predictable names in a folder the "
-    "candidate can write (same user: root fallback or a normal user); the candidate creates the next call's files "
-    "and keeps them open, the oracle's writer truncates and fills the same inode, and after the judge unlinks the "
-    "name the candidate returns the oracle's answer without computing anything (accepted as correct). Fix: the "
-    "oracle's outputs through a memfd or the pipe, or files created O_EXCL in a 0700 folder of another user, "
-    "or the candidate's process group stopped while the oracle's outputs exist"))
 def test_the_oracles_outputs_cannot_be_caught_in_its_outbox(rms_evaluator):
     ev = rms_evaluator.evaluate(_source("plants_files_in_the_oracle_outbox.py"), seed=5, time_it=False, trials=2,
                                 static_policy=False)
@@ -192,11 +185,6 @@ def test_a_candidate_cannot_rewrite_the_oracle_for_the_next_one(rms_bundle, tmp_
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=(
-    "runners/processes.py output_tail reads the worker's log by path (log_path.read_text()), in a folder handed "
-    "to the candidate's user: a FIFO there blocks the judge's error path forever (a symlink to /dev/zero fills "
-    "its memory), even behind the uid wall. Fix: keep the log's descriptor from spawn and read its last few kB "
-    "through it (or O_NONBLOCK | O_NOFOLLOW, S_ISREG, bounded read)"))
 def test_a_fifo_for_the_worker_log_does_not_stall_the_judge(rms_bundle, tmp_path):
     result = _judged_within(rms_bundle, tmp_path, "log_is_a_fifo.py", 45)
     assert result is not None, "the judge did not answer within 45 s (its hard timeout is 15 s)"
