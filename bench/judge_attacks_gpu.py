@@ -5,6 +5,8 @@ what it saw), with the baseline and the honest rewrite as controls and where eac
 
 The verdicts the tests expect are in tests/test_gpu.py and tests/test_gpu_attacks.py; this script only shows
 what happened (stage, error, per-case claimed and credited speedups, the judge's ratio, the own-kernel share).
+The destructive cheats (kill the judge, rewrite runners/, jams, FIFOs) are committed inert and only armed by their
+CPU tests: they are never in the default list.
 """
 from __future__ import annotations
 
@@ -28,7 +30,8 @@ DEFAULT = ["token_triton_kernel.py", "skips_work_under_capture.py", "content_key
            "overwrites_oracle_reveal.py", "forges_samples_at_decode.py", "derives_window_seed.py",
            "negative_sample_times.py", "detects_the_profiler.py", "torch_below_the_largest_case.py",
            "skips_calls_in_the_samples_graph.py", "forges_window_commitments.py", "hogs_the_gpu_while_idle.py",
-           "sheds_the_window_extra.py", "remembers_inputs.py", "slowed_oracle.py", "patches_timer.py",
+           "sheds_the_window_extra.py", "sheds_part_of_the_window_extra.py", "recovers_the_secret.py",
+           "kernel_named_void.py", "remembers_inputs.py", "slowed_oracle.py", "patches_timer.py",
            "detects_capture.py", "side_stream.py", "torch_only.py", "lazy_after_warmup.py"]
 
 
