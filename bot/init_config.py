@@ -61,6 +61,10 @@ def from_signature(index: RepoIndex, row: ScanRow) -> Proposal:
             if default is not None:
                 prop.args[name] = {"value": default}
             continue
+        if name.endswith(("_shape", "_size", "_dims")) or name in ("shape", "size", "dims"):
+            prop.args[name] = {"size": ["H"]}  # FlagGems' normalized_shape: sizes, not a tensor
+            prop.review.append(f"`{name}` is taken for a list of sizes (`size: [H]`) by its name")
+            continue
         prop.args[name] = {"shape": ["T", "H"]}
     prop.shapes = [{"T": 1, "H": 4096}, {"T": 4096, "H": 4096}]
     prop.smoke_shapes = [{"T": 3, "H": 256}]

@@ -396,3 +396,17 @@ def test_configs_built_at_run_time_are_pinned_by_position():
         assert [(c.kwargs["BLOCK"], c.num_warps) for c in tuner.configs] == want and tuner.keys == ["n", "rows"]
         if len(want) == 1:  # one config: no benchmarking, so it runs on the interpreter too
             assert torch.equal(namespace["scale_"](torch.ones(100)), torch.full((100,), 2.0))
+
+
+def test_init_without_capture_takes_a_shape_parameter_for_sizes(tmp_path):
+    from bot.config import parse_config
+    from bot.init_config import proposals, render
+
+    root = make_repo(tmp_path)
+    (root / "src/gems/ops/row_scale.py").write_text(NORM)
+    (root / "src/gems/ops/__init__.py").write_text("from gems.ops.row_scale import row_scale\n")
+    (root / "tests/test_row_scale.py").write_text(NORM_TEST)
+    [prop] = proposals(root, only=["row_scale"])
+    assert prop.args["normalized_shape"] == {"size": ["H"]} and prop.args["x"] == {"shape": ["T", "H"]}
+    assert "`normalized_shape` is taken for a list of sizes" in prop.review[0]
+    parse_config(render([prop]))
