@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import difflib
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -127,14 +128,15 @@ def check_test_reaches(root: Path, name: str, kernel: KernelConfig, test: TestTa
 
 
 def check_import(root: Path, name: str, kernel: KernelConfig, plan: Extraction, backend: str,
-                 python: str | None, import_paths: list[str], timeout: float = 300.0) -> None:
+                 python: str | None, import_paths: list[str], timeout: float = 300.0, env: dict | None = None) -> None:
     """Import the module as a worker will; raise a UserError that names the target's failing line."""
     job = {"root": str(root), "files": plan.files, "module": kernel.path, "entry": kernel.entry,
            "backend": backend, "import_paths": import_paths}
     python = python or sys.executable
     try:
         proc = subprocess.run([python, str(CHECKER)], input=json.dumps(job) + "\n", capture_output=True, text=True,
-                              timeout=timeout, cwd=root, check=False)
+                              timeout=timeout, cwd=root, check=False,
+                              env={**os.environ, **{str(k): str(v) for k, v in (env or {}).items()}})
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise UserError(f"could not import {kernel.path} with {python}: {exc}",
                         "Check `python:` in .github/kernelsmith.yml, or that importing the module finishes.") from None

@@ -213,10 +213,10 @@ def _preflight(opts: OptimizeOptions) -> _Job:
     check_test_reaches(target.root, opts.kernel, kernel, test, plan)
     import_paths = [str((target.root / plan.import_root).resolve())] if plan.package else []
     target.tests = TestSettings(python=python, env=dict(config.env), import_roots=[plan.import_root])
-    check_import(target.root, opts.kernel, kernel, plan, backend, python, import_paths)
+    check_import(target.root, opts.kernel, kernel, plan, backend, python, import_paths, env=dict(config.env))
     spec = task_spec(opts.kernel, kernel, backend)
     spec.target_commit = target.commit
-    spec.python, spec.import_paths = python, import_paths
+    spec.python, spec.import_paths, spec.env = python, import_paths, dict(config.env)
     if kernel.capture and test.runs_pytest:
         log.info("capture: running %s once and recording the calls of %s", kernel.test, kernel.entry)
         capture = run_capture(target, kernel.test, plan.dotted, kernel.entry, backend)

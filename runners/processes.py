@@ -32,10 +32,14 @@ SECRET_NAME = re.compile(r"TOKEN|SECRET|KEY|PASSWORD|CREDENTIAL|AUTH", re.IGNORE
 START_TIMEOUT = 180.0  # importing torch on a cold machine
 
 
-def scrubbed_env(backend: str | Backend) -> dict[str, str]:
-    """Only what a kernel needs to run: no tokens, no API keys, nothing the candidate could use."""
+def scrubbed_env(backend: str | Backend, extra: dict | None = None) -> dict[str, str]:
+    """Only what a kernel needs to run: no tokens, no API keys, nothing the candidate could use. ``extra`` is
+    the config's `env:` (what the target's own code needs to import), without names that look like secrets and
+    without kernelsmith's own variables; the backend's settings win over it."""
     backend = get_backend(backend) if isinstance(backend, str) else backend
     env = {k: v for k, v in os.environ.items() if _KEEP.match(k) and not SECRET_NAME.search(k)}
+    env.update({str(k): str(v) for k, v in (extra or {}).items()
+                if not SECRET_NAME.search(str(k)) and not str(k).startswith("KS_") and str(k) != "PYTHONPATH"})
     env["PYTHONPATH"] = str(PROJECT_ROOT)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["PYTHONUNBUFFERED"] = "1"
@@ -81,7 +85,8 @@ def materialize(files: dict[str, bytes], module: str, dest: Path, package: str, 
 class WorkerProcess:
     """One spawned ``python -m runners.worker`` and its two pipes."""
 
-    def __init__(self, backend: Backend, root: Path, role: str, python: str | None = None, uid: int | None = None):
+    def __init__(self, backend: Backend, root: Path, role: str, python: str | None = None, uid: int | None = None,
+                 env: dict | None = None):
         self.role = role
         self.uid = uid  # None: the judge's own user
         self.dir = Path(tempfile.mkdtemp(prefix=f"{role}-", dir=root))
@@ -92,7 +97,7 @@ class WorkerProcess:
         self.log_path = self.dir / "worker.log"
         req_r, req_w = os.pipe()
         rep_r, rep_w = os.pipe()
-        env = scrubbed_env(backend)
+        env = scrubbed_env(backend, env)
         env.update(KS_REQ_FD=str(req_r), KS_REP_FD=str(rep_w))
         if uid is not None:  # its own home, name and caches, in its own folder (the uid has no passwd entry)
             env.update(HOME=str(self.workdir), TRITON_CACHE_DIR=str(self.workdir / ".triton"),

@@ -85,7 +85,7 @@ class Evaluator:
         if role == "candidate":
             self.started += 1
             uid = self.isolation.next_uid()
-        return WorkerProcess(self.backend, self.root, role, self.spec.python, uid)
+        return WorkerProcess(self.backend, self.root, role, self.spec.python, uid, self.spec.env)
 
     def _load(self, worker: WorkerProcess, package: str, source: str | None, reference: bool = False) -> dict:
         """The judge writes the module (and the baseline's helpers) into the worker's folder; the worker only

@@ -89,6 +89,7 @@ class TaskSpec:
     target_commit: str | None = None
     python: str | None = None  # interpreter the workers run in (the target's own environment); None: ours
     import_paths: list[str] = field(default_factory=list)  # absolute dirs put first on the workers' sys.path
+    env: dict = field(default_factory=dict)  # the config's env:, for the workers (secret-like names dropped)
     # "module.py:function" in baseline/ or "reference.py:function" copied beside it: a plain torch version of
     # the op, timed through torch.compile as a peer column (what a maintainer would try instead).
     reference: str | None = None

@@ -32,3 +32,21 @@ def test_a_paused_worker_is_stopped_and_resumes(tmp_path):
     finally:
         worker.close()
     assert not worker.alive()
+
+
+def test_the_configs_env_reaches_a_worker_without_secrets_or_overrides(tmp_path):
+    from runners.processes import scrubbed_env
+
+    extra = {"TARGET_FLAG": "7", "GITHUB_TOKEN": "x", "OPENAI_API_KEY": "y", "KS_REQUIRE_ISOLATION": "0",
+             "PYTHONPATH": "/elsewhere", "TRITON_INTERPRET": "0"}
+    env = scrubbed_env("interpret", extra)
+    assert env["TARGET_FLAG"] == "7" and env["TRITON_INTERPRET"] == "1"  # the backend's settings win
+    assert not {"GITHUB_TOKEN", "OPENAI_API_KEY", "KS_REQUIRE_ISOLATION"} & set(env)
+    assert env["PYTHONPATH"] != "/elsewhere"
+    worker = WorkerProcess(get_backend("interpret"), tmp_path, "oracle", None, None, {"TARGET_FLAG": "7"})
+    try:
+        worker.wait_ready(120)
+        seen = Path(f"/proc/{worker.proc.pid}/environ").read_bytes().split(b"\0")
+        assert b"TARGET_FLAG=7" in seen
+    finally:
+        worker.close()
