@@ -97,15 +97,20 @@ def resolve_backend(requested: str) -> str:
     return requested
 
 
-def _prepare_out(out: Path, overwrite: bool, target_root: Path, repo_root: Path) -> None:
+def _check_out(out: Path, overwrite: bool, target_root: Path, repo_root: Path) -> None:
+    """Refuse an output folder that would hold or overwrite the target, or a previous run, before any work."""
     for protected in (target_root, repo_root):
         if out == protected or protected.is_relative_to(out) or out.is_relative_to(repo_root / ".git"):
             raise UserError(f"--out {out} would hold or overwrite the target checkout {protected}",
                             "Choose an output folder outside the target, or a new subfolder of it such as runs/.")
+    if out.exists() and any(out.iterdir()) and not overwrite:
+        raise UserError(f"output folder {out} already holds files",
+                        "Choose another --out, or pass --overwrite to replace that run.")
+
+
+def _prepare_out(out: Path, overwrite: bool, target_root: Path, repo_root: Path) -> None:
+    _check_out(out, overwrite, target_root, repo_root)
     if out.exists() and any(out.iterdir()):
-        if not overwrite:
-            raise UserError(f"output folder {out} already holds files",
-                            "Choose another --out, or pass --overwrite to replace that run.")
         shutil.rmtree(out)
     out.mkdir(parents=True, exist_ok=True)
 
@@ -194,6 +199,7 @@ def _preflight(opts: OptimizeOptions) -> _Job:
     from .target import resolve_python
 
     target = open_target(opts.target)
+    _check_out(Path(opts.out).resolve(), opts.overwrite, target.root, Path(target.repo.working_tree_dir).resolve())
     config = load_config(target.root)
     kernel = kernel_config(config, opts.kernel, target.root)
     python = resolve_python(target.root, config.python_for(kernel), str(target.root / CONFIG_PATH))
