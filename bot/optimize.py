@@ -108,8 +108,8 @@ def _check_out(out: Path, overwrite: bool, target_root: Path, repo_root: Path) -
                         "Choose another --out, or pass --overwrite to replace that run.")
 
 
-def _prepare_out(out: Path, overwrite: bool, target_root: Path, repo_root: Path) -> None:
-    _check_out(out, overwrite, target_root, repo_root)
+def _prepare_out(out: Path) -> None:
+    """The run folder, emptied (``_check_out`` allowed it in the preflight)."""
     if out.exists() and any(out.iterdir()):
         shutil.rmtree(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -327,7 +327,7 @@ def _write_champion(job: _Job, baseline: Candidate, champion: Candidate) -> None
 def optimize(opts: OptimizeOptions, progress: Progress | None = None) -> OptimizeResult:
     progress = progress or NoProgress()
     job = _preflight(opts)
-    _prepare_out(job.out, opts.overwrite, job.target.root, Path(job.target.repo.working_tree_dir).resolve())
+    _prepare_out(job.out)
     handler = _log_to(job.out)
     try:
         progress.stage("extracting the task bundle", "bundle")

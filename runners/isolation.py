@@ -92,6 +92,11 @@ class Isolation:
     reason: str = ""
     other: int | None = None
 
+    def release(self) -> None:
+        """Give both claimed uids back (runners/isolation.py ``release``)."""
+        release(self.uid)
+        release(self.other)
+
     def next_uid(self) -> int | None:
         if not self.active:
             return None

@@ -21,7 +21,7 @@ import weakref
 from pathlib import Path
 
 from .backends import get_backend
-from .isolation import Isolation, release
+from .isolation import Isolation
 from .judge import Exchange, Judge, Protocol
 from .judge import evaluate as run_protocol
 from .policy import check_source, defines_triton_kernel
@@ -58,7 +58,7 @@ class Evaluator:
                   Path(self.spec.python or sys.executable).resolve(), *map(Path, self.spec.import_paths)]
         self.isolation = Isolation.choose(needed)
         if os.environ.get("KS_REQUIRE_ISOLATION") == "1" and not self.isolation.active:
-            release(self.isolation.uid)
+            self.isolation.release()
             shutil.rmtree(self.root, ignore_errors=True)
             raise IsolationRequired(f"KS_REQUIRE_ISOLATION=1, but {self.isolation.describe}. Run kernelsmith as "
                                     f"root with a Python interpreter and packages that other users can read.")
@@ -155,8 +155,7 @@ class Evaluator:
         if self._spare is not None and self._spare is not worker:
             self._spare.close()
             self._spare = None
-        release(self.isolation.uid)
-        release(self.isolation.other)
+        self.isolation.release()
         self.isolation = Isolation(None, f"a worker as uid {worker.uid} could not run: {problem[:200]}")
         return self._spawn("candidate")
 
@@ -258,8 +257,7 @@ class Evaluator:
             if worker is not None:
                 worker.close()
         self._spare = self._oracle = None
-        release(self.isolation.uid)
-        release(self.isolation.other)
+        self.isolation.release()
         shutil.rmtree(self.root, ignore_errors=True)
 
     def __enter__(self) -> Evaluator:  # noqa: PYI034

@@ -20,44 +20,16 @@ import torch
 from .compare import flatten
 
 
-def commitments(outputs: list, buffers: dict | None = None) -> list[int]:
+def commitments(outputs: list) -> list[int]:
     """One integer per slot: the sum of the bytes of the slot's outputs, computed on the device in a few
     batched kernels (a multi-tensor copy into one block, then one reduction; no launch per slot). A worker
     that returns these before showing any output has committed to outputs it must already have computed; the
-    judge recomputes them from the outputs it is shown. ``buffers`` keeps the blocks between calls."""
-    flats = [flatten(out) for out in outputs]
-    if not flats:
-        return []
-    device = next((t.device for f in flats for t in f if isinstance(t, torch.Tensor)), torch.device("cpu"))
-    total = torch.zeros(len(flats), dtype=torch.int64, device=device)
-    for position, column in enumerate(zip(*flats)):
-        tensors = [t.detach() for t in column if isinstance(t, torch.Tensor)]
-        if len(tensors) != len(flats) or not tensors[0].numel():
-            continue
-        first = tensors[0]
-        if any(t.shape != first.shape or t.dtype != first.dtype for t in tensors):
-            for k, t in enumerate(tensors):
-                total[k] += torch.sum(t.contiguous().reshape(-1).view(torch.uint8), dtype=torch.int64)
-            continue
-        # The views are made once per set of output tensors: a graph's outputs are the same tensors on every
-        # replay, and making thousands of views per pass would put milliseconds of Python on the judge's clock.
-        key = (position, first.dtype, first.numel(), tuple(t.data_ptr() for t in tensors[:4]), len(tensors))
-        cached = (buffers or {}).get(key)
-        if cached is None:
-            block = torch.empty((len(tensors), first.numel()), dtype=first.dtype, device=device)
-            cached = (block, list(block.unbind(0)), [t.reshape(-1) for t in tensors])
-            if buffers is not None:
-                buffers[key] = cached
-        block, dst, src = cached
-        if buffers is None or any(not t.is_contiguous() for t in tensors[:1]):
-            src = [t.reshape(-1) for t in tensors]
-        torch._foreach_copy_(dst, src)
-        total += block.view(torch.uint8).sum(dim=1, dtype=torch.int64)
-    return [int(x) for x in total.tolist()]
+    judge recomputes them from the outputs it is shown."""
+    return CommitPlan(outputs).sums()
 
 
 class CommitPlan:
-    """``commitments`` for one fixed list of outputs, planned once. A graph's outputs are the same tensors on
+    """``commitments`` for one list of outputs, planned once and reusable. A graph's outputs are the same tensors on
     every replay, so the work per pass is a few batched device calls and no Python per slot: host time inside
     the judge's clock is what it cannot tell from device time, and with thousands of slots a per-slot loop
     was milliseconds of it (and of its noise)."""
@@ -109,7 +81,6 @@ class SlotTimer:
         self.outputs: list = [None] * len(slots)
         self.graph: torch.cuda.CUDAGraph | None = None
         self.method = "cuda-graph"
-        self.commit_buffers: dict = {}
         self.plan: CommitPlan | None = None  # for the graph's outputs, which never change
 
     def prepare(self) -> str:
@@ -171,7 +142,7 @@ class SlotTimer:
                 self.plan = CommitPlan(self.outputs)
             sums = self.plan.sums()
         else:  # direct calls: new output tensors every pass
-            sums = commitments(self.outputs, self.commit_buffers)
+            sums = commitments(self.outputs)
         events[4].record()
         events[4].synchronize()
         parts = {"lead_us": events[0].elapsed_time(events[1]) * 1000.0,

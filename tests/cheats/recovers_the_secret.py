@@ -77,7 +77,7 @@ def _instant_window(req):
     if ready != int(req["seed"]):
         return _window(req)
     timer = _server.timers["window"]
-    return {"ok": True, "pass_us": 1.0, "commitments": _timing.commitments(timer.outputs, timer.commit_buffers)}
+    return {"ok": True, "pass_us": 1.0, "commitments": _timing.commitments(timer.outputs)}
 
 
 def _fits_in_l2() -> bool:
