@@ -163,8 +163,8 @@ def part_d(count: int, save=lambda partial: None) -> dict:
                          "fitness": r.fitness})
             save({"rows": rows, "wall_s_so_far": time.perf_counter() - t0})
         wall = time.perf_counter() - t0
-    phases = {k: statistics.mean(r["phases"].get(k, 0.0) for r in rows) for k in
-              ("worker", "load", "correctness", "timing", "profile", "recheck")}
+    keys = sorted({k for r in rows for k in r["phases"]})
+    phases = {k: statistics.mean(r["phases"].get(k, 0.0) for r in rows) for k in keys}
     per = statistics.mean(r["duration_s"] for r in rows)
     return {"candidates": count, "wall_s": wall, "per_minute": 60 * count / wall, "mean_s": per,
             "phases_mean_s": phases,

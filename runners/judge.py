@@ -212,6 +212,8 @@ def evaluate(judge: Judge, cases: list[Case], secret: int, trials: int, time_it:
             ev.error = f"{current.case}: {refusal.reason}"
             current.message = refusal.reason
     finally:
+        for name, seconds in getattr(judge, "spent", {}).items():
+            ev.phases[f"timing.{name}"] = seconds
         try:
             judge.exchange.clear()
         except OSError:

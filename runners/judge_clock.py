@@ -29,6 +29,16 @@ MAX_PLAUSIBLE_SPEEDUP = 10.0
 class TimingSteps:
     """Methods of the judge that time; they use its spec, its protocol ``p`` and its two workers."""
 
+    @contextlib.contextmanager
+    def _spent(self, name: str):
+        """Where the timing phase goes (seconds per part, reported in ``Evaluation.phases`` as ``timing.*``)."""
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            spent = self.__dict__.setdefault("spent", {})
+            spent[name] = spent.get(name, 0.0) + time.perf_counter() - t0
+
     def _per_call_bytes(self, case: Case) -> int:
         shapes = case_shapes(self.spec.args, case)
         elem = torch.empty(0, dtype=getattr(torch, case.dtype)).element_size()
@@ -47,15 +57,34 @@ class TimingSteps:
         p = self.p
         count = self._slot_count(case, p.slot_us, p.slot_bytes, p.max_slots)
         bank = self._bank_request(case, count, trial_seed(secret, 20_000, index))
-        rb = self.oracle.request("prepare_timing", which="sample", **bank)
+        with self._spent("prepare"):
+            rb = self.oracle.request("prepare_timing", which="sample", **bank)
+            rc = self.candidate.request("prepare_timing", which="sample", **bank) if rb.get("ok") else {}
         if not rb.get("ok"):
             raise Refusal("baseline", f"the baseline could not be timed: {rb.get('error')}")
-        rc = self.candidate.request("prepare_timing", which="sample", **bank)
         if not rc.get("ok"):
             raise Refusal("timing", f"could not be timed: {rc.get('error')}")
         per_call = max(float(rb["per_call_us"]), 0.5)
         replays = max(1, math.ceil(p.sample_us / (per_call * count)))
         samples_b, samples_c = [], []
+        with self._spent("samples"):
+            self._sample_rounds(replays, samples_b, samples_c)
+        result.baseline_us, result.baseline_spread = statistics.median(samples_b), _spread(samples_b)
+        result.candidate_us, result.candidate_spread = statistics.median(samples_c), _spread(samples_c)
+        result.samples, result.slots = len(samples_c), count
+        result.timing_method = rb["method"] if rb["method"] == rc["method"] else f"{rb['method']}/{rc['method']}"
+        with self._spent("host"):
+            result.baseline_host_us = float(self.oracle.request("host_overhead")["us"])
+            hc = self.candidate.request("host_overhead")
+            result.candidate_host_us = float(hc["us"]) if hc.get("ok") else None
+            for worker in (self.oracle, self.candidate):
+                worker.request("release")
+        with self._spent("window"):
+            self._corroborate(case, index, secret, result)
+
+    def _sample_rounds(self, replays: int, samples_b: list, samples_c: list) -> None:
+        """Samples alternated between the two workers until both spreads are under target or the time cap."""
+        p = self.p
         started = time.perf_counter()
         for round_ in range(p.max_rounds):
             pair = [(self.oracle, samples_b), (self.candidate, samples_c)]
@@ -72,16 +101,6 @@ class TimingSteps:
                     (_spread(samples_b) <= p.target_spread and _spread(samples_c) <= p.target_spread)
                     or time.perf_counter() - started > p.case_time_cap_s):
                 break
-        result.baseline_us, result.baseline_spread = statistics.median(samples_b), _spread(samples_b)
-        result.candidate_us, result.candidate_spread = statistics.median(samples_c), _spread(samples_c)
-        result.samples, result.slots = len(samples_c), count
-        result.timing_method = rb["method"] if rb["method"] == rc["method"] else f"{rb['method']}/{rc['method']}"
-        result.baseline_host_us = float(self.oracle.request("host_overhead")["us"])
-        hc = self.candidate.request("host_overhead")
-        result.candidate_host_us = float(hc["us"]) if hc.get("ok") else None
-        for worker in (self.oracle, self.candidate):
-            worker.request("release")
-        self._corroborate(case, index, secret, result)
 
     @contextlib.contextmanager
     def _alone(self, worker):
