@@ -143,7 +143,7 @@ def part_c(runs: int, save=lambda partial: None) -> dict:
     return {"runs": results, "min": min(sp) if sp else None, "max": max(sp) if sp else None}
 
 
-def part_d(count: int, save=lambda partial: None) -> dict:
+def part_d(count: int, save=lambda partial: None, protocol: str = "search") -> dict:
     bundle = bundle_for("rms_norm")
     with Evaluator(bundle, BACKEND, timeout=600, trials=2) as ev:
         knobs = find_knobs(ev.baseline)
@@ -158,7 +158,7 @@ def part_d(count: int, save=lambda partial: None) -> dict:
         rows = []
         t0 = time.perf_counter()
         for i, src in enumerate(sources):
-            r = ev.evaluate(src, seed=100 + i)
+            r = ev.evaluate(src, seed=100 + i, protocol=protocol)
             rows.append({"ok": r.ok, "stage": r.stage, "duration_s": r.duration_s, "phases": r.phases,
                          "fitness": r.fitness})
             save({"rows": rows, "wall_s_so_far": time.perf_counter() - t0})
@@ -166,7 +166,7 @@ def part_d(count: int, save=lambda partial: None) -> dict:
     keys = sorted({k for r in rows for k in r["phases"]})
     phases = {k: statistics.mean(r["phases"].get(k, 0.0) for r in rows) for k in keys}
     per = statistics.mean(r["duration_s"] for r in rows)
-    return {"candidates": count, "wall_s": wall, "per_minute": 60 * count / wall, "mean_s": per,
+    return {"protocol": protocol, "candidates": count, "wall_s": wall, "per_minute": 60 * count / wall, "mean_s": per,
             "phases_mean_s": phases,
             "overhead_beyond_compile_and_timing_s": per - phases["correctness"] - phases["timing"],
             "rows": rows}

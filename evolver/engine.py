@@ -195,7 +195,8 @@ def run_search(evaluator, baseline: Candidate, opts: EngineOptions, out: Path, s
                                  money=opts.money, stagnation=opts.stagnation),
                           in_flight=in_flight, round_size=islands)
     # One evaluate callable per GPU (the loop runs one evaluation on each at a time); a job has one for now.
-    evaluate = evaluate or (lambda c: evaluator.evaluate(c.source, secrets.randbits(62)))
+    # every candidate is screened under the search protocol; the champion is re-run under the full one (bot/optimize.py)
+    evaluate = evaluate or (lambda c: evaluator.evaluate(c.source, secrets.randbits(62), protocol="search"))
     devices = list(evaluate) if isinstance(evaluate, (list, tuple)) else [evaluate]
     order: dict[int, int] = {}  # candidate id -> the evaluation that measured it
 

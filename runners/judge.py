@@ -157,6 +157,15 @@ class Judge(TimingSteps):
                                     f"{others}); a torch-only or borrowed computation is not an "
                                     f"optimisation of the kernel")
 
+def profiled_cases(cases: list[Case], every: bool, size) -> list[int]:
+    """Where the own-kernel share is taken: every case (torch may hide at any size), or, while screening, the
+    smallest and the largest (the champion is re-run with every case profiled)."""
+    if every or len(cases) <= 2:
+        return list(range(len(cases)))
+    order = sorted(range(len(cases)), key=lambda i: size(cases[i]))
+    return sorted({order[0], order[-1]})
+
+
 def evaluate(judge: Judge, cases: list[Case], secret: int, trials: int, time_it: bool, reference: bool,
              ev: Evaluation, peak: tuple[float, int] | None) -> Evaluation:
     """The whole protocol for one candidate; ``ev`` arrives with stage 'correctness'."""
@@ -186,8 +195,8 @@ def evaluate(judge: Judge, cases: list[Case], secret: int, trials: int, time_it:
                 if reference and judge.spec.reference and case.origin == "config":
                     judge.reference_time(case, index, secret, result)
                     phase("torch.compile")
-            for index, (case, result) in enumerate(zip(cases, ev.cases)):  # every size: torch may hide at any
-                judge.own_kernel_share(case, index, secret, result)
+            for index in profiled_cases(cases, judge.p.profile_every_case, judge._per_call_bytes):
+                judge.own_kernel_share(cases[index], index, secret, ev.cases[index])
             judge.release()
             phase("profile")
             # A candidate that behaves while checked and cuts corners once the calls pile up is caught here.

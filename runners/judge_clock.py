@@ -133,7 +133,8 @@ class TimingSteps:
         count = self._slot_count(case, p.window_us, p.window_bytes, p.max_window_slots)
         bank = self._bank_request(case, count, trial_seed(secret, 40_000, index))
         for worker in (self.oracle, self.candidate):
-            reply = worker.request("prepare_timing", which="window", **bank)
+            with self._spent("window_prepare"):
+                reply = worker.request("prepare_timing", which="window", **bank)
             if not reply.get("ok"):
                 raise Refusal("timing" if worker is self.candidate else "baseline",
                               f"the judge's window could not be prepared: {reply.get('error')}")
@@ -148,7 +149,7 @@ class TimingSteps:
             for worker, walls in (pair if round_ % 2 == 0 else pair[::-1]):
                 # Clocks up on other values; this round's seed is sent only with the timed request, so no
                 # work on these values can happen before the judge's clock runs.
-                with self._alone(worker):
+                with self._alone(worker), self._spent("window_passes"):
                     worker.request("refill", which="window", seed=trial_seed(secret, 55_000 + round_, index))
                     worker.request("sample", which="window", replays=1)
                     wall, replies[worker.role] = self._window(worker, seed)
@@ -165,7 +166,8 @@ class TimingSteps:
             shown = sorted(torch.randperm(count, generator=g)[:reveal].tolist())
             # The oracle's outputs are read, checked against its commitments and removed before the candidate
             # is asked for anything: nothing the candidate writes can stand in for them.
-            ref_outs = self.oracle.request("reveal", slots=shown, tag=f"w{index}r{round_}")
+            with self._spent("window_reveal"):
+                ref_outs = self.oracle.request("reveal", slots=shown, tag=f"w{index}r{round_}")
             if not ref_outs.get("ok"):
                 raise Refusal("baseline", "the oracle's outputs of the judge's window could not be read back")
             refs = {}
@@ -174,7 +176,8 @@ class TimingSteps:
                 if commitment_of(refs[k]) != ref_outs["sums"][str(k)]:
                     raise Refusal("baseline", "the oracle's outputs changed on their way to the judge (tampering)")
             self._clear_outbox(self.oracle)
-            got_outs = self.candidate.request("reveal", slots=shown, tag=f"w{index}r{round_}")
+            with self._spent("window_reveal"):
+                got_outs = self.candidate.request("reveal", slots=shown, tag=f"w{index}r{round_}")
             if not got_outs.get("ok"):
                 raise Refusal("timing", "the outputs of the judge's window could not be read back")
             for k in shown:

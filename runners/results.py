@@ -69,6 +69,7 @@ class Evaluation:
     notes: list[str] = field(default_factory=list)
     phases: dict = field(default_factory=dict)  # seconds: worker, load, correctness, timing, torch.compile,
     # profile, recheck
+    protocol: str = "verify"  # verify: the full protocol; search: the screening one (runners/protocol.py)
 
     @property
     def fitness(self) -> float | None:

@@ -47,6 +47,7 @@ class Evaluator:
         self.baseline = baseline_source(self.bundle, self.spec)
         self._baseline_files = read_baseline(self.bundle)
         self.protocol = protocol or Protocol()
+        self.search_protocol = Protocol.search() if protocol is None else protocol
         sweep_stale(shm_root())
         self.root = Path(tempfile.mkdtemp(prefix=f"ks-judge-{os.getpid()}-", dir=shm_root()))
         self._finalizer = weakref.finalize(self, shutil.rmtree, str(self.root), True)  # even if never closed
@@ -174,9 +175,14 @@ class Evaluator:
 
     # ---- the seam -----------------------------------------------------------------------------------------
     def evaluate(self, source: str, seed: int, *, time_it: bool = True, case_set: str = "cases",
-                 trials: int | None = None, reference: bool = False, static_policy: bool = True) -> Evaluation:
-        """``static_policy=False`` sends the source straight to a worker: tests use it to show that the judge
+                 trials: int | None = None, reference: bool = False, static_policy: bool = True,
+                 protocol: str = "verify") -> Evaluation:
+        """``protocol``: "verify" (the full protocol, the default) or "search" (the screening protocol the search
+        runs on every candidate, ``Protocol.search()``; a champion is always re-run with "verify").
+        ``static_policy=False`` sends the source straight to a worker: tests use it to show that the judge
         holds without the policy, which is only a cheap first filter and a source of good error messages."""
+        if protocol not in ("verify", "search"):
+            raise ValueError(f"protocol must be 'verify' or 'search', not {protocol!r}")
         started = time.perf_counter()
         violations = check_source(source, self.baseline, self.spec.entry) if static_policy else []
         if violations:
@@ -194,7 +200,7 @@ class Evaluator:
         candidate = self._take_candidate()
         deadline = time.monotonic() + self.timeout
         oracle.deadline = candidate.deadline = deadline
-        ev = Evaluation(stage="compile")
+        ev = Evaluation(stage="compile", protocol=protocol)
         try:
             t0 = time.perf_counter()
             candidate.wait_ready(START_TIMEOUT)
@@ -207,7 +213,7 @@ class Evaluator:
             else:
                 ev.stage = "correctness"
                 judge = Judge(self.spec, self.backend, oracle, candidate, self.exchange, self.backend.device,
-                              self.protocol)
+                              self.protocol if protocol == "verify" else self.search_protocol)
                 judge.defines_kernel = defines_triton_kernel(source)  # the launch record must agree with the code
                 run_protocol(judge, cases, int(seed), trials or self.trials, time_it, reference, ev, self._peak)
                 if ev.stage == "baseline":
@@ -240,6 +246,7 @@ class Evaluator:
             candidate.close()
             oracle.deadline = None
         ev.env = self._environment()
+        ev.protocol = protocol
         ev.duration_s = time.perf_counter() - started
         log.info("evaluated: %s%s in %.1f s (%s)", ev.stage, "" if ev.ok else " (refused)", ev.duration_s,
                  ", ".join(f"{k} {v:.1f} s" for k, v in ev.phases.items()))

@@ -86,8 +86,10 @@ class SlotTimer:
     def prepare(self) -> str:
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):  # warm-up on a side stream, as capture requires
-            for k, kwargs in enumerate(self.slots):
+        # Warm-up on a side stream, as capture requires: the first calls compile, autotune and allocate; every
+        # slot has the same shapes, so two calls do what a call per slot did (8192 of them cost ~0.3 s).
+        with torch.cuda.stream(stream):
+            for k, kwargs in enumerate(self.slots[:2]):
                 self.outputs[k] = self.fn(**kwargs)
         torch.cuda.current_stream().wait_stream(stream)
         torch.cuda.synchronize()

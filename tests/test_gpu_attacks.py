@@ -63,6 +63,25 @@ def test_a_forged_time_earns_nothing(gpu_attack_evaluator, cheat):
     assert _no_credit(ev), _summary(ev)
 
 
+@pytest.mark.parametrize("cheat", ["forges_sample_times.py", "derives_window_seed.py", "skips_graph_replays.py"])
+def test_the_search_protocol_credits_no_forged_time(gpu_attack_evaluator, cheat):
+    """The screening protocol of the search (shorter samples and window) keeps every check: a forged time earns
+    nothing there either, so the search is not steered toward cheats."""
+    ev = gpu_attack_evaluator.evaluate((CHEATS / cheat).read_text(), seed=7, time_it=True, trials=2,
+                                       static_policy=False, protocol="search")
+    assert ev.protocol == "search" and ev.stage not in ("compile", "crashed", "baseline"), _summary(ev)
+    assert _no_credit(ev), _summary(ev)
+
+
+def test_the_search_protocol_ranks_the_honest_rewrite_like_the_full_one(gpu_attack_evaluator):
+    full = _evaluate(gpu_attack_evaluator, "honest_rewrite.py")
+    quick = gpu_attack_evaluator.evaluate((CHEATS / "honest_rewrite.py").read_text(), seed=8, time_it=True,
+                                          trials=2, static_policy=False, protocol="search")
+    assert full.ok and quick.ok and quick.timed, (_summary(full), _summary(quick))
+    assert abs(quick.fitness / full.fitness - 1) < 0.05, (full.fitness, quick.fitness)
+    assert quick.duration_s < full.duration_s, (quick.duration_s, full.duration_s)
+
+
 def test_the_honest_rewrite_still_passes_after_the_attacks(gpu_attack_evaluator):
     """Patched graph replays, events or handlers stay in the candidates' own (dead) processes."""
     ev = _evaluate(gpu_attack_evaluator, "honest_rewrite.py")
