@@ -1,0 +1,97 @@
+"""Row softmax over the last dim."""
+
+import torch
+import triton
+import triton.language as tl
+
+from .utils import get_num_warps, next_power_of_2
+
+
+@triton.jit
+def _softmax_kernel(
+    x_ptr,
+    out_ptr,
+    stride_x_row,
+    stride_out_row,
+    N,
+    BLOCK_N: tl.constexpr,
+):
+    """One program per row; the whole row is held in one block."""
+    row = tl.program_id(0).to(tl.int64)
+    offs = tl.arange(0, BLOCK_N)
+    mask = offs < N
+
+    x = tl.load(x_ptr + row * stride_x_row + offs, mask=mask, other=-float("inf")).to(tl.float32)
+    x_max = tl.max(x, axis=0)
+    num = tl.exp(x - x_max)
+    den = tl.sum(num, axis=0)
+    out = num / den
+    tl.store(out_ptr + row * stride_out_row + offs, out.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _softmax_partials_kernel(x_ptr, part_ptr, stride_x_row, N, SPLITS, BLOCK: tl.constexpr):
+    """Pass 1 of a long row split over SPLITS programs: each chunk's max and sum of exp(x - max)."""
+    row = tl.program_id(0).to(tl.int64)
+    chunk = tl.program_id(1)
+    offs = chunk * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * stride_x_row + offs, mask=offs < N, other=-float("inf")).to(tl.float32)
+    m = tl.max(x, axis=0)
+    s = tl.sum(tl.exp(x - tl.where(m == -float("inf"), 0.0, m)), axis=0)  # a chunk of -inf sums to 0, not NaN
+    tl.store(part_ptr + row * SPLITS + chunk, m)
+    tl.store(part_ptr + (tl.num_programs(0) + row) * SPLITS + chunk, s)
+
+
+@triton.jit
+def _softmax_normalize_kernel(x_ptr, out_ptr, part_ptr, stride_x_row, stride_out_row, N, SPLITS,
+                              BLOCK: tl.constexpr, SPLITS_P2: tl.constexpr):
+    """Pass 2: combine the row's partials into its max and denominator, then normalise this chunk."""
+    row = tl.program_id(0).to(tl.int64)
+    chunk = tl.program_id(1)
+    p = tl.arange(0, SPLITS_P2)
+    maxes = tl.load(part_ptr + row * SPLITS + p, mask=p < SPLITS, other=-float("inf"))
+    sums = tl.load(part_ptr + (tl.num_programs(0) + row) * SPLITS + p, mask=p < SPLITS, other=0.0)
+    g = tl.max(maxes, axis=0)
+    den = tl.sum(tl.where(maxes == -float("inf"), 0.0, sums * tl.exp(maxes - g)), axis=0)
+    offs = chunk * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < N
+    x = tl.load(x_ptr + row * stride_x_row + offs, mask=mask, other=0.0).to(tl.float32)
+    out = tl.exp(x - g) / den
+    tl.store(out_ptr + row * stride_out_row + offs, out.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def softmax(x: torch.Tensor) -> torch.Tensor:
+    """Softmax over the last dim of a 2-D ``[M, N]`` tensor (fp32 math, output in ``x.dtype``)."""
+    assert x.dim() == 2, f"expected a 2-D tensor, got shape {tuple(x.shape)}"
+    if x.stride(-1) != 1:
+        x = x.contiguous()
+    num_rows, num_cols = x.shape
+    out = torch.empty((num_rows, num_cols), dtype=x.dtype, device=x.device)
+
+    if num_cols > 8192 and num_rows <= 32:
+        # Few long rows: one program per row leaves most SMs idle (M=1 runs on one SM). Split each row
+        # into chunks of `block` columns, two light passes (the second reads x again, mostly from L2).
+        # Many rows keep the one-program-per-row kernel below, which already fills the GPU.
+        block = 1024
+        splits = triton.cdiv(num_cols, block)
+        partials = torch.empty((2, num_rows, splits), dtype=torch.float32, device=x.device)  # maxes, sums
+        grid = (num_rows, splits)
+        _softmax_partials_kernel[grid](x, partials, x.stride(0), num_cols, splits, BLOCK=block, num_warps=4)
+        _softmax_normalize_kernel[grid](x, out, partials, x.stride(0), out.stride(0), num_cols, splits,
+                                        BLOCK=block, SPLITS_P2=next_power_of_2(splits), num_warps=4)
+        return out
+
+    BLOCK_N = next_power_of_2(num_cols)
+    num_warps = get_num_warps(BLOCK_N)
+    grid = (num_rows,)
+    _softmax_kernel[grid](
+        x,
+        out,
+        x.stride(0),
+        out.stride(0),
+        num_cols,
+        BLOCK_N=BLOCK_N,
+        num_warps=num_warps,
+        num_stages=1,
+    )
+    return out
