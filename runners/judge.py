@@ -157,13 +157,15 @@ class Judge(TimingSteps):
                                     f"{others}); a torch-only or borrowed computation is not an "
                                     f"optimisation of the kernel")
 
-def profiled_cases(cases: list[Case], every: bool, size) -> list[int]:
-    """Where the own-kernel share is taken: every case (torch may hide at any size), or, while screening, the
-    smallest and the largest (the champion is re-run with every case profiled)."""
-    if every or len(cases) <= 2:
+def profiled_cases(results: list[CaseResult], cases: list[Case], every: bool, size) -> list[int]:
+    """Where the own-kernel share is taken: every case (torch may hide at any size), or, while screening, every
+    case where the candidate claims a speedup and the largest case (the champion is re-run with every case
+    profiled)."""
+    if every:
         return list(range(len(cases)))
-    order = sorted(range(len(cases)), key=lambda i: size(cases[i]))
-    return sorted({order[0], order[-1]})
+    largest = max(range(len(cases)), key=lambda i: size(cases[i]))
+    faster = {i for i, r in enumerate(results) if r.speedup is not None and r.speedup > 1.0}
+    return sorted(faster | {largest})
 
 
 def evaluate(judge: Judge, cases: list[Case], secret: int, trials: int, time_it: bool, reference: bool,
@@ -195,7 +197,7 @@ def evaluate(judge: Judge, cases: list[Case], secret: int, trials: int, time_it:
                 if reference and judge.spec.reference and case.origin == "config":
                     judge.reference_time(case, index, secret, result)
                     phase("torch.compile")
-            for index in profiled_cases(cases, judge.p.profile_every_case, judge._per_call_bytes):
+            for index in profiled_cases(ev.cases, cases, judge.p.profile_every_case, judge._per_call_bytes):
                 judge.own_kernel_share(cases[index], index, secret, ev.cases[index])
             judge.release()
             phase("profile")

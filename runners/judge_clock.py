@@ -79,6 +79,11 @@ class TimingSteps:
             result.candidate_host_us = float(hc["us"]) if hc.get("ok") else None
             for worker in (self.oracle, self.candidate):
                 worker.request("release")
+        if not p.window_every_case and result.candidate_us >= result.baseline_us:
+            # screening: no speedup is claimed here, so there is nothing to corroborate and nothing to credit
+            result.message = (result.message + " " if result.message else "") + "judge's clock: not run (no " \
+                                                                                 "speedup claimed at this case)"
+            return
         with self._spent("window"):
             self._corroborate(case, index, secret, result)
 

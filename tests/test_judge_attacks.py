@@ -228,6 +228,8 @@ if timed:
     protocol = Protocol(min_rounds=4, max_rounds=4, case_time_cap_s=0.2, sample_us=1.0, slot_us=1.0, max_slots=2,
                         window_us=1.0, max_window_slots=2, window_rounds=1, corroboration_tolerance=0.5,
                         reveal_slots=2, window_lead_cycles=0)
+    if sys.argv[4:] == ["search"]:  # the search's screening: the clock only where a speedup is claimed
+        protocol.window_every_case = protocol.profile_every_case = False
 results = []
 with Evaluator(bundle, backend, timeout=90, trials=1, spare=False, protocol=protocol) as ev:
     if timed:
@@ -236,12 +238,13 @@ with Evaluator(bundle, backend, timeout=90, trials=1, spare=False, protocol=prot
         r = ev.evaluate(source if source != "BASELINE" else ev.baseline, seed=5, time_it=timed, trials=1,
                         static_policy=False)
         results.append({{"stage": r.stage, "ok": r.ok, "timed": r.timed, "error": r.error or "",
-                         "speedups": [c.speedup for c in r.cases], "judge_ratios": [c.judge_ratio for c in r.cases]}})
+                         "speedups": [c.speedup for c in r.cases], "judge_ratios": [c.judge_ratio for c in r.cases],
+                         "messages": [c.message for c in r.cases]}})
 print("RESULTS " + json.dumps(results))
 """
 
 
-def _own_judge(bundle, tmp_path, sources: list[str], timed: bool = False) -> list[dict]:
+def _own_judge(bundle, tmp_path, sources: list[str], timed: bool = False, search: bool = False) -> list[dict]:
     copy = tmp_path / "bundle"
     shutil.copytree(bundle, copy)
     task = yaml.safe_load((copy / "task.yaml").read_text())
@@ -254,7 +257,7 @@ def _own_judge(bundle, tmp_path, sources: list[str], timed: bool = False) -> lis
         task["python"] = str(wrapper)
     (copy / "task.yaml").write_text(yaml.safe_dump(task, sort_keys=False))
     proc = subprocess.run([sys.executable, "-c", _JUDGE.format(root=str(ROOT)), str(copy), json.dumps(sources),
-                           "timed" if timed else "untimed"],
+                           "timed" if timed else "untimed", *(["search"] if search else [])],
                           check=False, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULTS ")), None)
     assert line is not None, proc.stderr[-3000:]
@@ -277,6 +280,15 @@ def test_forged_sample_times_are_not_corroborated(timed_attacks):
     `torch.cuda.Event.elapsed_time` does) is quarantined by the judge's own clock."""
     ev = timed_attacks["forges_sample_times.py"]
     assert not ev["ok"] and ev["stage"] == "timing" and "not corroborated" in ev["error"], ev
+
+
+def test_screening_still_runs_the_clock_where_a_speedup_is_claimed(rms_bundle, tmp_path):
+    """The search's protocol skips the judge's clock only at cases where no speedup is claimed (nothing to
+    credit there); a forged claim is a claimed speedup, so the clock runs and quarantines it."""
+    [ev] = _own_judge(rms_bundle, tmp_path, [_source("forges_sample_times.py")], timed=True, search=True)
+    assert not any("not run" in m for m in ev["messages"]), json.dumps(ev)  # the clock ran
+    # quarantined, or (when the host clock of this stand-in is too noisy to resolve) credited nothing
+    assert (not ev["ok"] and ev["stage"] == "timing") or all(s <= 1.05 for s in ev["speedups"]), json.dumps(ev)
 
 
 def test_the_timed_pass_cannot_be_precomputed(timed_attacks):
