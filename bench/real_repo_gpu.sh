@@ -51,7 +51,8 @@ optimize() {  # optimize <checkout> <kernel> <budget>
 ex=$(mktemp -d) && chmod 755 "$ex"  # readable by the candidates' user when kernelsmith runs as root
 cp -r examples/tinyserve "$ex/tinyserve"
 (cd "$ex/tinyserve" && git init -q -b main && git add -A && git -c user.name=ci -c user.email=ci@localhost commit -qm baseline)
-if [ -n "${PARALLEL:-}" ]; then optimize "$ex/tinyserve" layer_norm "$LN_BUDGET" & else optimize "$ex/tinyserve" layer_norm "$LN_BUDGET"; fi
+if [ "$LN_BUDGET" = 0 ]; then :  # LN_BUDGET=0: the target's kernels only
+elif [ -n "${PARALLEL:-}" ]; then optimize "$ex/tinyserve" layer_norm "$LN_BUDGET" & else optimize "$ex/tinyserve" layer_norm "$LN_BUDGET"; fi
 
 work=$(mktemp -d) && chmod 755 "$work"  # the import root is on the candidate workers' sys.path
 cp -r "$REPO" "$work/repo"  # with its .git: kernelsmith works through worktrees of it
