@@ -41,7 +41,7 @@ optimize() {  # optimize <checkout> <kernel> <budget>
   (cd "$1" && timeout "$PER_KERNEL" $PY -m bot.cli optimize . --kernel "$2" --backend "$BACKEND" --budget "$3" \
     --out "$DEST/$2" --overwrite > "$DEST/$2.console.txt" 2>&1)
   echo "$2: exit $? after $((SECONDS - t0)) s" >> "$PACK/timings.txt"
-  kill $watcher 2>/dev/null
+  pkill -P $watcher 2>/dev/null; kill $watcher 2>/dev/null  # its sleep too: a stale watcher signalled the next kernel
   mkdir -p "$DEST/$2"
   tr '\r' '\n' < "$DEST/$2.console.txt" | grep -v '━' > "$DEST/$2/console.txt"
   [ -f "$DEST/$2/candidates.jsonl" ] && $PY bench/autotune_findings.py "$DEST/$2" > "$DEST/$2/autotune-findings.json" 2>&1

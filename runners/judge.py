@@ -28,7 +28,7 @@ import torch
 from .compare import compare_outputs
 from .inputs import make_inputs
 from .judge_clock import MAX_PLAUSIBLE_SPEEDUP, Corroboration, TimingSteps, corroborate, implausible
-from .protocol import Protocol, Refusal, commitment_of, nbytes_of, meta_nbytes, trial_seed
+from .protocol import Protocol, Refusal, commitment_of, meta_nbytes, moved_bytes, nbytes_of, trial_seed
 from .results import CaseResult, Evaluation
 from .task import Case, TaskSpec
 from .wire import decode_value, encode_value, tensor_layouts
@@ -148,7 +148,7 @@ class Judge(TimingSteps):
                 raise Refusal("correctness", f"trial {trial}: input `{reply['modified'][0]}` was modified, but the "
                                              f"spec does not list it as written")
             if trial == 0:
-                result.bytes_moved = nbytes_of(inputs) + nbytes_of(ref) + nbytes_of(list(ref_written.values()))
+                result.bytes_moved = moved_bytes(inputs, ref, list(ref_written.values()))
                 result.launched = list(reply.get("launched", []))
                 result.autotune = dict(reply.get("pinned", {}))
         if not self._own(result.launched) or not self.defines_kernel:

@@ -145,7 +145,8 @@ class TimingSteps:
                               f"the judge's window could not be prepared: {reply.get('error')}")
         tol = self.spec.tolerance(case.dtype)
         per_slot = self._per_call_bytes(case)
-        reveal = min(count, max(4, p.max_fetch_bytes // per_slot), p.reveal_slots)
+        # at least two slots a round (a few hundred MB each at prefill sizes), within the fetch budget otherwise
+        reveal = min(count, max(2, p.max_fetch_bytes // per_slot), p.reveal_slots)
         walls_b, walls_c, passes_b, shaveable_b = [], [], [], []
         for round_ in range(p.window_rounds):
             seed = trial_seed(secret, 50_000 + round_, index)

@@ -64,6 +64,25 @@ def nbytes_of(values) -> int:
     return values.numel() * values.element_size() if isinstance(values, torch.Tensor) else 0
 
 
+def moved_bytes(inputs: dict, outputs, written: list) -> int:
+    """Bytes a call reads and writes, about: its inputs, its outputs and what it writes in place. An output equal
+    to an input, byte for byte and of the same shape and dtype, is that input handed back (``return a, b, c``
+    after writing ``c``): it moved nothing, and counting it twice would put an honest kernel above the
+    bandwidth bound."""
+    ins = [v for v in inputs.values() if isinstance(v, torch.Tensor)]
+
+    def flat(v) -> list:
+        if isinstance(v, (list, tuple)):
+            return [t for x in v for t in flat(x)]
+        return [v] if isinstance(v, torch.Tensor) else []
+
+    def passed_through(t: torch.Tensor) -> bool:
+        return any(t.shape == x.shape and t.dtype == x.dtype and t.device == x.device and torch.equal(t, x)
+                   for x in ins)
+
+    return nbytes_of(ins) + sum(nbytes_of(t) for t in flat(outputs) if not passed_through(t)) + nbytes_of(written)
+
+
 class Refusal(Exception):
     """The candidate is refused at ``stage`` for ``reason``."""
 

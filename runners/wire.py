@@ -143,13 +143,21 @@ def read_tensor(meta: dict, folder: Path, max_bytes: int, device: str = "cpu") -
         raise WireError("tensor file outside the exchange folder")
     # Never block on what a worker left there: no FIFO, device or link, only a regular file opened without waiting.
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
-    with os.fdopen(fd, "rb") as f:
+    # Read straight into the tensor's own memory (pinned when it goes on to the GPU): one copy, where bytes ->
+    # bytearray -> tensor made three (a window's reveals at prefill sizes moved GBs that way).
+    raw = torch.empty(nbytes, dtype=torch.uint8, pin_memory=device != "cpu" and torch.cuda.is_available())
+    with os.fdopen(fd, "rb", buffering=0) as f:
         if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
             raise WireError("a tensor file that is not a regular file")
-        data = f.read(nbytes + 1)
-    if len(data) != nbytes:
-        raise WireError(f"tensor file holds {len(data)} bytes, the header says {nbytes}")
-    raw = torch.frombuffer(bytearray(data), dtype=torch.uint8) if nbytes else torch.empty(0, dtype=torch.uint8)
+        view, got = memoryview(raw.numpy()) if nbytes else memoryview(b""), 0
+        while got < nbytes:
+            n = f.readinto(view[got:])
+            if not n:
+                break
+            got += n
+        extra = f.read(1)
+    if got != nbytes or extra:
+        raise WireError(f"tensor file holds {got + len(extra)}{'+' if extra else ''} bytes, the header says {nbytes}")
     tensor = raw.view(dtype).reshape(shape)
     return tensor.to(device) if device != "cpu" else tensor
 

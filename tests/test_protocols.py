@@ -7,6 +7,7 @@ from conftest import CHEATS
 
 from runners.judge import profiled_cases
 from runners.protocol import Protocol
+from runners.results import CaseResult
 from runners.task import Case
 
 
@@ -20,15 +21,16 @@ def test_the_search_protocol_keeps_every_check_and_cuts_only_time():
     # what it saves is time
     assert quick.case_time_cap_s < full.case_time_cap_s and quick.window_us < full.window_us
     assert quick.max_window_slots < full.max_window_slots and not quick.profile_every_case
-    assert full.profile_every_case
+    assert not quick.window_every_case and full.profile_every_case and full.window_every_case
 
 
-def test_screening_profiles_the_smallest_and_the_largest_case():
+def test_screening_profiles_where_a_speedup_is_claimed_and_the_largest_case():
     cases = [Case(symbols={"T": n}, dtype="float16") for n in (512, 1, 4096, 64)]
     size = lambda c: c.symbols["T"]  # noqa: E731
-    assert profiled_cases(cases, False, size) == [1, 2]
-    assert profiled_cases(cases, True, size) == [0, 1, 2, 3]
-    assert profiled_cases(cases[:2], False, size) == [0, 1]
+    results = [CaseResult(case=str(n), baseline_us=b, candidate_us=c)
+               for n, b, c in ((512, 10.0, 9.0), (1, 2.0, 2.5), (4096, 50.0, 60.0), (64, 3.0, 3.0))]
+    assert profiled_cases(results, cases, False, size) == [0, 2]
+    assert profiled_cases(results, cases, True, size) == [0, 1, 2, 3]
 
 
 def test_an_unknown_protocol_is_an_error(rms_evaluator):
@@ -43,3 +45,18 @@ def test_the_search_protocol_is_recorded_and_refuses_what_the_full_one_refuses(r
                                    protocol="search")
     assert not cheat.ok and cheat.stage == "kernel" and cheat.protocol == "search", (cheat.stage, cheat.error)
     assert dataclasses.asdict(cheat)["protocol"] == "search"
+
+
+def test_an_input_handed_back_is_not_counted_as_moved_bytes():
+    """Liger's swiglu_forward returns (a, b, c): counting a and b again put the honest baseline at 7 TB/s, above
+    the bandwidth bound, on the H200 (bench/results/liger-kernel-h200)."""
+    import torch
+
+    from runners.protocol import moved_bytes
+
+    a, b = torch.randn(4, 8), torch.randn(4, 8)
+    c = a * b
+    assert moved_bytes({"a": a, "b": b}, (a.clone(), b.clone(), c), []) == 3 * 4 * 8 * 4
+    assert moved_bytes({"a": a, "b": b}, c, []) == 3 * 4 * 8 * 4
+    assert moved_bytes({"a": a, "b": b}, (c, c + 1), [a]) == 5 * 4 * 8 * 4
+    assert moved_bytes({"a": a, "n": 3}, a.half(), []) == 4 * 8 * 4 + 4 * 8 * 2  # another dtype is another tensor
