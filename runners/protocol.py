@@ -66,7 +66,7 @@ def nbytes_of(values) -> int:
 
 def moved_bytes(inputs: dict, outputs, written: list) -> int:
     """Bytes a call reads and writes, about: its inputs, its outputs and what it writes in place. An output equal
-    to an input, byte for byte and of the same shape and dtype, is that input handed back (``return a, b, c``
+    to an input, value for value and of the same dtype (in any shape), is that input handed back (``return a, b, c``
     after writing ``c``): it moved nothing, and counting it twice would put an honest kernel above the
     bandwidth bound."""
     ins = [v for v in inputs.values() if isinstance(v, torch.Tensor)]
@@ -76,9 +76,9 @@ def moved_bytes(inputs: dict, outputs, written: list) -> int:
             return [t for x in v for t in flat(x)]
         return [v] if isinstance(v, torch.Tensor) else []
 
-    def passed_through(t: torch.Tensor) -> bool:
-        return any(t.shape == x.shape and t.dtype == x.dtype and t.device == x.device and torch.equal(t, x)
-                   for x in ins)
+    def passed_through(t: torch.Tensor) -> bool:  # the same values, in any shape (``a.view(-1, n)`` handed back)
+        return any(t.numel() == x.numel() and t.dtype == x.dtype and t.device == x.device
+                   and torch.equal(t.reshape(-1), x.reshape(-1)) for x in ins)
 
     return nbytes_of(ins) + sum(nbytes_of(t) for t in flat(outputs) if not passed_through(t)) + nbytes_of(written)
 

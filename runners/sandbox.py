@@ -135,7 +135,7 @@ class Evaluator:
         worker = self._spare if (self._spare and self._spare.alive()) else self._spawn("candidate")
         if self.isolation.active and not self._isolation_checked:
             worker = self._check_isolation(worker)
-        self._spare = self._spawn("candidate") if self._use_spare else None
+        self._spare = None
         return worker
 
     def _check_isolation(self, worker: WorkerProcess) -> WorkerProcess:
@@ -243,6 +243,11 @@ class Evaluator:
                                       f"{exc}); {candidate.exit_description()}; last output:\n{candidate.output_tail()}")
         finally:
             candidate.kill()  # no goodbye: a candidate's process is not asked, it is ended
+            # The next candidate's worker starts only now: a spare started earlier ran beside this candidate, as the
+            # same user, open to its signals and ptrace, and the kill of this candidate's user took it down as well
+            # (the next evaluation got a dead worker, 'PeerGone ... killed by SIGKILL', on the H200).
+            if self._use_spare:
+                self._spare = self._spawn("candidate")
             candidate.close()
             oracle.deadline = None
         ev.env = self._environment()

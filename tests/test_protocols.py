@@ -58,5 +58,22 @@ def test_an_input_handed_back_is_not_counted_as_moved_bytes():
     c = a * b
     assert moved_bytes({"a": a, "b": b}, (a.clone(), b.clone(), c), []) == 3 * 4 * 8 * 4
     assert moved_bytes({"a": a, "b": b}, c, []) == 3 * 4 * 8 * 4
+    assert moved_bytes({"a": a, "b": b}, (a.view(2, 16), b.view(-1), c), []) == 3 * 4 * 8 * 4  # views of the inputs
     assert moved_bytes({"a": a, "b": b}, (c, c + 1), [a]) == 5 * 4 * 8 * 4
     assert moved_bytes({"a": a, "n": 3}, a.half(), []) == 4 * 8 * 4 + 4 * 8 * 2  # another dtype is another tensor
+
+
+def test_the_next_candidates_worker_is_started_after_this_one_is_ended(rms_evaluator):
+    """The warm spare never runs beside a candidate (same user: open to its signals and ptrace), and the kill of
+    a finished candidate's user does not take it down: on the H200 it did, and a champion's re-verification got a
+    dead worker ('PeerGone ... killed by SIGKILL')."""
+    import time
+
+    first = rms_evaluator.evaluate(rms_evaluator.baseline, seed=11, trials=1)
+    spare = rms_evaluator._spare
+    assert first.ok and spare is not None
+    time.sleep(1.0)
+    assert spare.alive()
+    second = rms_evaluator.evaluate(rms_evaluator.baseline, seed=12, trials=1)
+    assert second.ok and second.stage == "done", second.error
+    assert rms_evaluator._spare is not spare and rms_evaluator._spare.alive()
