@@ -18,6 +18,7 @@ import sys
 import tempfile
 import time
 import weakref
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from .backends import get_backend
@@ -33,6 +34,13 @@ from .wire import PeerGone, PeerTimeout, WireError, shm_root
 
 __all__ = ["Evaluator", "SECRET_NAME", "copy_reference", "scrubbed_env"]
 log = logging.getLogger("kernelsmith.judge")
+_SPAWNERS: dict[int, ThreadPoolExecutor] = {}
+
+
+def _spawner() -> ThreadPoolExecutor:
+    """The one thread that starts every worker, living as long as this process (see Evaluator._spawn); one per
+    process id, since a forked child has none of its parent's threads."""
+    return _SPAWNERS.setdefault(os.getpid(), ThreadPoolExecutor(max_workers=1, thread_name_prefix="ks-spawn"))
 
 class Evaluator:
     """Evaluates candidate sources for one task bundle (``evaluate(source) -> Evaluation``)."""
@@ -82,11 +90,16 @@ class Evaluator:
 
     # ---- workers ----------------------------------------------------------------------------------------
     def _spawn(self, role: str) -> WorkerProcess:
+        """Workers are started from the evaluator's own thread: a worker dies with the thread that started it
+        (the parent-death signal follows the thread, not the process), and the search evaluates in pool threads
+        that end with the search, which killed the warm spare just before the champion's re-verification on the
+        H200 ('PeerGone ... killed by SIGKILL')."""
         uid = None
         if role == "candidate":
             self.started += 1
             uid = self.isolation.next_uid()
-        return WorkerProcess(self.backend, self.root, role, self.spec.python, uid, self.spec.env)
+        return _spawner().submit(WorkerProcess, self.backend, self.root, role, self.spec.python, uid,
+                                    self.spec.env).result()
 
     def _load(self, worker: WorkerProcess, package: str, source: str | None, reference: bool = False) -> dict:
         """The judge writes the module (and the baseline's helpers) into the worker's folder; the worker only
@@ -135,7 +148,7 @@ class Evaluator:
         worker = self._spare if (self._spare and self._spare.alive()) else self._spawn("candidate")
         if self.isolation.active and not self._isolation_checked:
             worker = self._check_isolation(worker)
-        self._spare = None
+        self._spare = self._spawn("candidate") if self._use_spare else None
         return worker
 
     def _check_isolation(self, worker: WorkerProcess) -> WorkerProcess:
@@ -243,11 +256,6 @@ class Evaluator:
                                       f"{exc}); {candidate.exit_description()}; last output:\n{candidate.output_tail()}")
         finally:
             candidate.kill()  # no goodbye: a candidate's process is not asked, it is ended
-            # The next candidate's worker starts only now: a spare started earlier ran beside this candidate, as the
-            # same user, open to its signals and ptrace, and the kill of this candidate's user took it down as well
-            # (the next evaluation got a dead worker, 'PeerGone ... killed by SIGKILL', on the H200).
-            if self._use_spare:
-                self._spare = self._spawn("candidate")
             candidate.close()
             oracle.deadline = None
         ev.env = self._environment()
