@@ -35,7 +35,9 @@ optimize() {  # optimize <checkout> <kernel> <budget>
   local t0=$SECONDS
   # Five seconds before the limit, every kernelsmith process prints its stacks (faulthandler on SIGUSR1) and
   # the workers' logs are kept: a run cut short says where it was.
-  (sleep $((PER_KERNEL - 5)); pkill -USR1 -f "runners.worker|bot.cli optimize"; sleep 2
+  (sleep $((PER_KERNEL - 5)); pid=$(pgrep -f "^$PY -m bot.cli optimize . --kernel $2 .*--out $DEST/$2 " | head -1)
+   # this kernel's processes only (not timeout, not another run on the machine): the CLI and its workers
+   [ -n "$pid" ] && { pkill -USR1 -P "$pid" -f runners.worker; kill -USR1 "$pid"; }; sleep 2
    mkdir -p "$DEST/$2"; tail -n 60 /dev/shm/ks-judge-*/*/worker.log > "$DEST/$2/stuck-workers.txt" 2>&1) &
   local watcher=$!
   (cd "$1" && timeout "$PER_KERNEL" $PY -m bot.cli optimize . --kernel "$2" --backend "$BACKEND" --budget "$3" \
