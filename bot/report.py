@@ -47,6 +47,11 @@ def build_report(*, spec: TaskSpec, backend: str, verdict: str, reason: str, sho
     # A geometric mean can hide cases that got slower; a reviewer must see them (2% is within timing noise).
     regressions = [{"case": r["case"], "speedup": r["speedup"]} for r in rows
                    if r.get("speedup") is not None and r["speedup"] < 0.98]
+    # An atol above the outputs' typical magnitude makes the comparison accept outputs that are entirely wrong
+    # there (a softmax over 32000 columns has outputs near 3e-5): the config's tolerance is a finding in itself.
+    loose = [{"case": r["case"], "atol": spec.tolerance(d).atol, "output_scale": r["output_scale"]}
+             for r in rows if r.get("output_scale") is not None
+             and (d := r["case"].rsplit("/", 1)[-1]) in tolerances and spec.tolerance(d).atol >= r["output_scale"]]
     return {
         "kernel": spec.kernel,
         "backend": backend,
@@ -72,6 +77,7 @@ def build_report(*, spec: TaskSpec, backend: str, verdict: str, reason: str, sho
             "held_out_cases": held_out_cases,
             "max_err_ratio": max((r["err_ratio"] for r in rows), default=0.0),
             "tolerances": tolerances,
+            "loose_tolerances": loose,
             "repo_test": repo_test,
             "baseline_repo_test": baseline_repo_test,
         },

@@ -87,3 +87,16 @@ def inputs_unchanged(before: dict, after: dict, written: list[str]) -> str:
         if not torch.equal(value, after[name]):  # harness inputs are finite, so equal is exact
             return f"input `{name}` was modified, but the spec does not list it as written"
     return ""
+
+
+def output_scale(out) -> float | None:
+    """The median magnitude of the finite values of the floating outputs (on at most ~1 M of them, evenly spaced):
+    the scale against which a tolerance's ``atol`` means something."""
+    parts = []
+    for t in flatten(out):
+        if isinstance(t, torch.Tensor) and t.dtype.is_floating_point and t.numel():
+            flat = t.detach().reshape(-1)
+            flat = flat[:: max(1, flat.numel() // 1_000_000)].float().abs()
+            parts.append(flat[torch.isfinite(flat)])
+    values = torch.cat(parts) if parts else None
+    return float(values.median()) if values is not None and values.numel() else None

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from .compare import compare_outputs
+from .compare import compare_outputs, output_scale
 from .inputs import make_inputs
 from .judge_clock import MAX_PLAUSIBLE_SPEEDUP, Corroboration, TimingSteps, corroborate, implausible
 from .protocol import Protocol, Refusal, commitment_of, meta_nbytes, moved_bytes, nbytes_of, trial_seed
@@ -149,6 +149,7 @@ class Judge(TimingSteps):
                                              f"spec does not list it as written")
             if trial == 0:
                 result.bytes_moved = moved_bytes(inputs, ref, list(ref_written.values()))
+                result.output_scale = output_scale(ref)
                 result.launched = list(reply.get("launched", []))
                 result.autotune = dict(reply.get("pinned", {}))
         if not self._own(result.launched) or not self.defines_kernel:

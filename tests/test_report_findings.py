@@ -21,8 +21,9 @@ def tuned(i, genome, times):
                      evaluation=Evaluation(stage="done", ok=True, timed=True, cases=cases))
 
 
-def report(capture=None, autotune=None):
-    shown = Evaluation(stage="done", ok=True, cases=[CaseResult(c.id, correct=True, trials=3) for c in SPEC.cases],
+def report(capture=None, autotune=None, scales=(None, None)):
+    shown = Evaluation(stage="done", ok=True, cases=[CaseResult(c.id, correct=True, trials=3, output_scale=x)
+                                                     for c, x in zip(SPEC.cases, scales)],
                        env=Environment(backend="interpret", device="cpu (Triton interpreter)"))
     return build_report(spec=SPEC, backend="triton", verdict="not_timed", reason="-", shown=shown,
                         champion=None, changes=[], archive=Archive(),
@@ -84,3 +85,22 @@ def test_without_a_helpful_key_the_finding_proposes_a_choice_by_shape():
     [f] = findings(same)
     assert not f["differs"] and "one config is best on every case (BLOCK=64, num_warps=2)" in render_markdown(
         report(autotune=[f]))
+
+
+def test_an_atol_above_the_outputs_magnitude_is_a_finding():
+    """A softmax over 32000 columns has outputs near 3e-5: an atol of 1e-3 there accepts any output at all."""
+    r = report(scales=(3.1e-5, 0.2))
+    assert [t["case"] for t in r["correctness"]["loose_tolerances"]] == ["T=1/float16"]
+    md = render_markdown(r)
+    assert "### Tolerances" in md and "`T=1/float16` (atol 0.001, median |output| 3.1e-05)" in md
+    assert "### Tolerances" not in render_markdown(report(scales=(0.5, 0.2)))
+
+
+def test_the_judge_records_the_outputs_scale():
+    import torch
+
+    from runners.compare import output_scale
+
+    assert output_scale((torch.full((4, 8), 3e-5), torch.arange(4))) == torch.tensor(3e-5).item()
+    assert output_scale(torch.tensor([1.0, float("nan"), -2.0, 4.0])) == 2.0
+    assert output_scale(torch.arange(3)) is None
