@@ -58,6 +58,7 @@ if step tuner; then
   say "tuner: done"
 fi
 if step optimize || step tuner; then
+  mkdir -p "$DEST/bench"  # STEPS=optimize alone: the LLM curve only (the plot step used to fail without the folder)
   python3 bench/engine_h200.py --out "$DEST/bench" --plot-only --optimize-run "$DEST/optimize-llm"
   rm -rf "$DEST/bench/bundle" "$DEST/optimize-llm/bundle"
   cat "$DEST/bench/summary.md"
