@@ -158,15 +158,16 @@ class Judge(TimingSteps):
                                     f"{others}); a torch-only or borrowed computation is not an "
                                     f"optimisation of the kernel")
 
-def profiled_cases(results: list[CaseResult], cases: list[Case], every: bool, size) -> list[int]:
-    """Where the own-kernel share is taken: every case (torch may hide at any size), or, while screening, every
-    case where the candidate claims a speedup and the largest case (the champion is re-run with every case
-    profiled)."""
-    if every:
-        return list(range(len(cases)))
-    largest = max(range(len(cases)), key=lambda i: size(cases[i]))
-    faster = {i for i, r in enumerate(results) if r.speedup is not None and r.speedup > 1.0}
-    return sorted(faster | {largest})
+def claimed_faster(results: list[CaseResult]) -> set[int]:
+    """The cases where the candidate's timed result is faster than the baseline's."""
+    return {i for i, r in enumerate(results) if r.speedup is not None and r.speedup > 1.0}
+
+
+def profiled_cases(results: list[CaseResult], cases: list[Case], every: bool) -> list[int]:
+    """Where the own-kernel share is taken: every case (torch may hide at any size), or, while screening, the
+    cases where the candidate claims a speedup (elsewhere it gains nothing; the champion is re-run with every
+    case profiled)."""
+    return list(range(len(cases))) if every else sorted(claimed_faster(results))
 
 
 def evaluate(judge: Judge, cases: list[Case], secret: int, trials: int, time_it: bool, reference: bool,
@@ -198,13 +199,15 @@ def evaluate(judge: Judge, cases: list[Case], secret: int, trials: int, time_it:
                 if reference and judge.spec.reference and case.origin == "config":
                     judge.reference_time(case, index, secret, result)
                     phase("torch.compile")
-            for index in profiled_cases(ev.cases, cases, judge.p.profile_every_case, judge._per_call_bytes):
+            for index in profiled_cases(ev.cases, cases, judge.p.profile_every_case):
                 judge.own_kernel_share(cases[index], index, secret, ev.cases[index])
             judge.release()
             phase("profile")
-            # A candidate that behaves while checked and cuts corners once the calls pile up is caught here.
-            for index, case in enumerate(cases):
-                judge.check_case(case, index, secret + 1, 1, CaseResult(case=case.id))
+            # A candidate that behaves while checked and cuts corners once the calls pile up is caught here (while
+            # screening, only a candidate that claims a speedup somewhere has anything to gain from that).
+            if judge.p.window_every_case or claimed_faster(ev.cases):
+                for index, case in enumerate(cases):
+                    judge.check_case(case, index, secret + 1, 1, CaseResult(case=case.id))
             phase("recheck")
             if peak:
                 for result in ev.cases:

@@ -29,8 +29,7 @@ class Protocol:
     window_lead_cycles: int = 1_000_000  # device sleep queued before the pass (about 0.5 ms at 2 GHz)
     max_fetch_bytes: int = 256 << 20
     min_own_share: float = 0.5  # the candidate's own kernels' share of its device time, relative to the baseline's
-    profile_every_case: bool = True  # the own-kernel share at every case (else where a speedup is claimed, and
-    # at the largest case)
+    profile_every_case: bool = True  # the own-kernel share at every case (else only where a speedup is claimed)
     window_every_case: bool = True  # the judge's clock at every case (else only where a speedup is claimed: it
     # exists to corroborate a claim and to check the outputs of calls that claim to be faster)
     name: str = "verify"
@@ -42,8 +41,9 @@ class Protocol:
         own-kernel share, the re-check), on a smaller time budget: shorter sampling, a shorter window, the
         own-kernel share and the judge's clock only where the candidate claims to be faster than the baseline (a
         case it does not claim to win earns it nothing to corroborate: its credit is its claim, at most 1.0x), and
-        the share at the largest case. What it credits is never proposed: a champion is re-run under the full
-        protocol (``Protocol()``) in fresh processes before anything is reported."""
+        the re-check after timing only when it claims a speedup somewhere. What it credits is never proposed: a
+        champion is re-run under the full protocol (``Protocol()``) in fresh processes before anything is
+        reported."""
         return cls(case_time_cap_s=0.4, min_rounds=6, target_spread=0.02, window_us=6000.0, max_window_slots=4096,
                    profile_every_case=False, window_every_case=False, name="search")
 

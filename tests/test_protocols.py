@@ -24,13 +24,13 @@ def test_the_search_protocol_keeps_every_check_and_cuts_only_time():
     assert not quick.window_every_case and full.profile_every_case and full.window_every_case
 
 
-def test_screening_profiles_where_a_speedup_is_claimed_and_the_largest_case():
+def test_screening_profiles_only_where_a_speedup_is_claimed():
     cases = [Case(symbols={"T": n}, dtype="float16") for n in (512, 1, 4096, 64)]
-    size = lambda c: c.symbols["T"]  # noqa: E731
     results = [CaseResult(case=str(n), baseline_us=b, candidate_us=c)
                for n, b, c in ((512, 10.0, 9.0), (1, 2.0, 2.5), (4096, 50.0, 60.0), (64, 3.0, 3.0))]
-    assert profiled_cases(results, cases, False, size) == [0, 2]
-    assert profiled_cases(results, cases, True, size) == [0, 1, 2, 3]
+    assert profiled_cases(results, cases, False) == [0]
+    assert profiled_cases(results, cases, True) == [0, 1, 2, 3]
+    assert profiled_cases(results[1:], cases[1:], False) == []  # no speedup claimed: nothing to profile
 
 
 def test_an_unknown_protocol_is_an_error(rms_evaluator):
