@@ -5,17 +5,24 @@ loaded. Each recorded call is matched to the config's arguments: a tensor's size
 (``[T, "2*I"]`` and a (7, 320) tensor give T=7, I=160), a missing optional argument turns its ``when`` flag off.
 Calls that fit are deduplicated and bounded (spread over sizes); calls that do not are counted with the
 reason. The same run is the repository's test "before any change".
+
+The values of integer and bool tensors (token ids, ``cu_seqlens``, block tables) are recorded too, bounded
+(runners/capture_plugin.py), and a captured case replays them (``Case.recorded``, runners/recorded.py) instead
+of drawing them from ``low``..``high``, which would give indices that do not fit the other arguments.
 """
 from __future__ import annotations
 
 import ast
 import json
+import logging
 import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from runners.inputs import eval_dim
+from runners.recorded import CASE_MAX_BYTES, ITEM_SIZES, RecordedError, entry, nbytes
+from runners.recorded import tensor as recorded_tensor
 from runners.task import Case
 
 from .repo_tests import (
@@ -33,6 +40,7 @@ PLUGIN = Path(__file__).resolve().parent.parent / "runners" / "capture_plugin.py
 PLUGIN_NAME = "ks_capture_plugin"
 INTERPRETER_MAX_ELEMENTS = 1 << 18  # larger captured calls are left to the GPU: the interpreter is slow
 INIT_CALLS = 200  # `kernelsmith init --capture` stops the test run after this many recorded calls
+log = logging.getLogger("kernelsmith.capture")
 
 
 @dataclass
@@ -43,6 +51,9 @@ class Capture:
     error: str | None = None  # why the plugin could not wrap the entry
     runs_pytest: bool = True
     cuda_moved: int | None = None  # on the interpreter: tensor placements on `cuda` the tests made, moved to the CPU
+    value_files: int = 0  # distinct integer/bool tensors whose values were recorded
+    value_bytes: int = 0
+    values_skipped: int = 0  # integer/bool tensor arguments over the recorder's bounds (drawn from low..high)
 
     def why_none(self) -> str:
         """Why no call was recorded, in one line: the recorder's error, or the test's exit and last line."""
@@ -69,11 +80,14 @@ def run_capture(target: Target, test: str, module: str, entry: str, backend: str
     try:
         shutil.copyfile(PLUGIN, tmp / f"{PLUGIN_NAME}.py")
         out = tmp / "calls.jsonl"
+        values = tmp / "values"
+        values.mkdir()
         with worktree(target) as root:
             env = pytest_env(backend, root, target.tests)
             env["PYTHONPATH"] = f"{tmp}:{env['PYTHONPATH']}"
             env.update(KS_CAPTURE_MODULE=module, KS_CAPTURE_ENTRY=entry, KS_CAPTURE_OUT=str(out),
-                       KS_CAPTURE_CPU="1" if backend == "interpret" else "0", KS_CAPTURE_STOP=str(stop_after or 0))
+                       KS_CAPTURE_VALUES=str(values), KS_CAPTURE_CPU="1" if backend == "interpret" else "0",
+                       KS_CAPTURE_STOP=str(stop_after or 0))
             if parsed.is_command:  # a command that runs pytest picks the plugin up from here
                 env["PYTEST_ADDOPTS"] = f"-p {PLUGIN_NAME} {env.get('PYTEST_ADDOPTS', '')}".strip()
             python = target.tests.python if target.tests else None
@@ -81,16 +95,74 @@ def run_capture(target: Target, test: str, module: str, entry: str, backend: str
             run = timed_test_run(argv, root, env, timeout, python)
         run.command = run.command.replace(f" -p {PLUGIN_NAME}", "")  # shown as the user would run it
         capture = Capture(run=run, runs_pytest=parsed.runs_pytest)
+        loaded: dict[str, dict] = {}  # sha256 -> the recorded tensor, shared by the calls that passed it
         for line in out.read_text().splitlines() if out.exists() else []:
             record = json.loads(line)
             if record.get("summary"):
                 capture.installed, capture.error = record["installed"], record["error"]
                 capture.cuda_moved = record.get("cuda_moved")
+                capture.value_files, capture.value_bytes = record.get("value_files", 0), record.get("value_bytes", 0)
+                capture.values_skipped = record.get("values_skipped", 0)
             else:
-                capture.calls.append(record)
+                capture.calls.append(_load_values(record, values, loaded))
         return capture
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _load_values(record: dict, folder: Path, loaded: dict[str, dict]) -> dict:
+    """The call with each recorded tensor's ``values`` read from its file and checked (a known integer dtype,
+    the size its shape needs, its digest): ``{dtype, shape, sha256, data}``, or ``{skipped: why}``."""
+    for arg in record.get("args", {}).values():
+        values = arg.get("values") if isinstance(arg, dict) else None
+        if not isinstance(values, dict) or "file" not in values:
+            continue
+        digest = str(values.get("sha256", ""))
+        if digest not in loaded:
+            try:
+                name = Path(str(values["file"])).name
+                raw = (folder / name).read_bytes()
+                checked = entry(str(arg.get("dtype")), list(arg.get("shape", [])), raw)
+                if checked["sha256"] != digest:
+                    raise RecordedError("the file does not match its digest")
+                loaded[digest] = checked
+            except (OSError, RecordedError, TypeError, ValueError) as exc:
+                loaded[digest] = {"skipped": f"recorded values unreadable: {exc}"}
+        arg["values"] = loaded[digest]
+    return record
+
+
+def _fits(rec: dict, dtype: str) -> bool:
+    """Whether the recorded values keep their value in the config's dtype."""
+    import torch
+
+    values = recorded_tensor(rec, getattr(torch, rec["dtype"]), "cpu")
+    return bool(torch.equal(values.to(getattr(torch, dtype)).to(values.dtype), values))
+
+
+def replayed_values(call: dict, kernel) -> tuple[dict[str, dict], dict[str, str]]:
+    """(argument -> recorded values a case made from ``call`` replays, argument -> why an integer tensor's
+    values are not replayed and are drawn from low..high instead)."""
+    recorded: dict[str, dict] = {}
+    drawn: dict[str, str] = {}
+    total = 0
+    for name, arg in kernel.args.items():
+        rec = call["args"].get(name, {})
+        if arg.shape is None or arg.dtype not in ITEM_SIZES or rec.get("kind") != "tensor":
+            continue
+        values = rec.get("values")
+        if not isinstance(values, dict):
+            drawn[name] = "its values were not recorded"
+        elif "data" not in values:
+            drawn[name] = str(values.get("skipped", "its values were not recorded"))
+        elif values["dtype"] != arg.dtype and not _fits(values, arg.dtype):
+            drawn[name] = f"the test passed {values['dtype']} values that {arg.dtype} (the config's dtype) cannot hold"
+        elif total + nbytes(values) > CASE_MAX_BYTES:
+            drawn[name] = f"{nbytes(values)} bytes, over the {CASE_MAX_BYTES} replayed per case"
+        else:
+            total += nbytes(values)
+            recorded[name] = values
+    return recorded, drawn
 
 
 def _solve(dim, size: int, symbols: dict) -> str | None:
@@ -166,8 +238,9 @@ def to_case(call: dict, kernel) -> tuple[Case | None, str]:
         if rec.get("kind") != "scalar" or rec["value"] != want:
             return None, f"argument `{name}` was {rec.get('value', rec.get('kind'))}, the config's size gives {want}"
         values[name] = want
+    recorded, _ = replayed_values(call, kernel)
     return Case(symbols=symbols, dtype=dtype or kernel.dtypes[0], origin="captured", strides=strides,
-                values=values), ""
+                values=values, recorded=recorded), ""
 
 
 def _elements(case: Case, kernel) -> int:
@@ -186,6 +259,7 @@ def captured_cases(calls: list[dict], kernel, backend: str, limit: int,
     """Deduplicated captured cases, at most ``limit``, spread from the smallest to the largest call."""
     seen = {c.id for c in configured}
     unique: dict[str, Case] = {}
+    drawn: dict[str, dict[str, str]] = {}  # case id -> argument -> why its integer values are drawn, not replayed
     skipped: dict[str, int] = {}
     written: set[str] = set()
     for call in calls:
@@ -197,8 +271,9 @@ def captured_cases(calls: list[dict], kernel, backend: str, limit: int,
         if case is None:
             skipped[why] = skipped.get(why, 0) + 1
             continue
-        if case.id not in seen:
-            unique.setdefault(case.id, case)
+        if case.id not in seen and case.id not in unique:
+            unique[case.id] = case
+            drawn[case.id] = replayed_values(call, kernel)[1]
     ordered = sorted(unique.values(), key=lambda c: (_elements(c, kernel), c.id))
     if limit <= 0:
         ordered = []  # `captured_cases: 0`: record for the report, keep none
@@ -206,6 +281,16 @@ def captured_cases(calls: list[dict], kernel, backend: str, limit: int,
         step = (len(ordered) - 1) / max(1, limit - 1)
         ordered = [ordered[round(i * step)] for i in range(limit)] if limit > 1 else ordered[-1:]
     undeclared = sorted((written - set(kernel.written)) & set(kernel.args))
+    not_replayed: dict[str, int] = {}
+    for case in ordered:
+        for name, why in drawn[case.id].items():
+            key = f"`{name}`: {why}"
+            not_replayed[key] = not_replayed.get(key, 0) + 1
+    for key, count in not_replayed.items():  # said once per argument and reason, not per trial
+        log.warning("capture: %d captured case(s) draw %s from low..high instead of replaying the tests' values "
+                    "(%s)", count, key.split(":")[0], key.split(": ", 1)[1])
     summary = {"calls": len(calls), "distinct": len(unique), "kept": len(ordered), "skipped": skipped,
-               "written_by_tests": sorted(written), "undeclared_written": undeclared}
+               "written_by_tests": sorted(written), "undeclared_written": undeclared,
+               "replayed": sorted({n for c in ordered for n in c.recorded}),
+               "replayed_cases": sum(1 for c in ordered if c.recorded), "not_replayed": not_replayed}
     return ordered, summary

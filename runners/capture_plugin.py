@@ -12,13 +12,21 @@ environment says what to record:
                         compared after it, to see which arguments the entry writes (default 32)
     KS_CAPTURE_STOP     when set above 0, the test session stops after this many recorded calls (for
                         `kernelsmith init`, which needs calls, not a pass)
+    KS_CAPTURE_VALUES   a folder: the values of integer and bool tensor arguments are written there, one file of
+                        raw bytes per distinct tensor (named by its sha256), and the call's line names the file;
+                        unset: values are not recorded
+    KS_CAPTURE_VALUE_ELEMENTS  a tensor over this many elements is not recorded (default 1 Mi)
+    KS_CAPTURE_VALUE_BYTES     nor once the files of the run hold this many bytes (default 64 MiB)
     KS_CAPTURE_CPU      "1" on the CPU interpreter: tensors the tests place on ``cuda`` (``device="cuda"``,
                         ``.cuda()``, ``.to("cuda")``) are made on the CPU instead, and ``torch.cuda.synchronize``
                         does nothing, so that tests written for a GPU run as a dry run; the summary counts them
 
 Each line holds, per argument, a tensor's shape, dtype, strides, contiguity, storage offset and device, or a
-scalar's value, and which tensors the call wrote; and the test that made the call. The entry is replaced in
-its module and in every module that had already bound it by name, so calls through any import are seen.
+scalar's value, and which tensors the call wrote; and the test that made the call. An integer or bool tensor
+also gets ``values``: ``{"file", "sha256", "nbytes"}`` of its elements as the call received them (before the
+call ran; row-major, little-endian, nothing pickled), or ``{"skipped": why}`` when it was over a bound. The
+entry is replaced in its module and in every module that had already bound it by name, so calls through any
+import are seen.
 """
 from __future__ import annotations
 
@@ -30,7 +38,7 @@ import os
 import sys
 
 _STATE: dict = {"original": None, "wrapper": None, "calls": 0, "signatures": set(), "error": None,
-                "cuda_moved": None, "session": None}
+                "cuda_moved": None, "session": None, "value_files": {}, "value_bytes": 0, "values_skipped": 0}
 
 
 def _on_cpu(device):
@@ -93,6 +101,67 @@ def _describe(value) -> dict:
     return {"kind": "other", "type": type(value).__name__}
 
 
+def _raw_bytes(t) -> bytes:
+    import torch
+
+    flat = t.detach().reshape(-1).contiguous().cpu().view(torch.uint8)
+    try:
+        return flat.numpy().tobytes()
+    except (RuntimeError, TypeError):  # a torch built without numpy
+        return bytes(flat.tolist())
+
+
+def _snapshot(arguments: dict) -> dict:
+    """Before the call: the raw bytes of each integer or bool tensor argument (or why it is not recorded)."""
+    import torch
+
+    if not os.environ.get("KS_CAPTURE_VALUES"):
+        return {}
+    limit = int(os.environ.get("KS_CAPTURE_VALUE_ELEMENTS", str(1 << 20)))
+    out = {}
+    for name, value in arguments.items():
+        if isinstance(value, torch.Tensor) and not (value.is_floating_point() or value.is_complex()):
+            if value.numel() > limit:
+                out[name] = f"{value.numel()} elements, over the {limit} recorded per tensor"
+                continue
+            try:
+                out[name] = _raw_bytes(value)
+            except Exception as exc:  # noqa: BLE001 - the test run goes on; the case draws this tensor
+                out[name] = f"not recorded: {type(exc).__name__}: {exc}"
+    return out
+
+
+def _store(raw: bytes | str) -> dict:
+    """After a call that returned: one file per distinct content under KS_CAPTURE_VALUES, within the budget."""
+    import hashlib
+
+    if isinstance(raw, str):
+        _STATE["values_skipped"] += 1
+        return {"skipped": raw}
+    budget = int(os.environ.get("KS_CAPTURE_VALUE_BYTES", str(64 << 20)))
+    digest = hashlib.sha256(raw).hexdigest()
+    files = _STATE["value_files"]
+    if digest not in files:
+        if _STATE["value_bytes"] + len(raw) > budget:
+            _STATE["values_skipped"] += 1
+            return {"skipped": f"the run's {budget} bytes of recorded values were used up"}
+        name = f"{digest}.bin"
+        try:
+            with open(os.path.join(os.environ["KS_CAPTURE_VALUES"], name), "wb") as out:
+                out.write(raw)
+        except OSError as exc:
+            _STATE["values_skipped"] += 1
+            return {"skipped": f"not recorded: {exc}"}
+        files[digest] = name
+        _STATE["value_bytes"] += len(raw)
+    return {"file": files[digest], "sha256": digest, "nbytes": len(raw)}
+
+
+def _with_values(described: dict, snapshot: dict) -> dict:
+    """``described`` plus the recorded values of its integer and bool tensors."""
+    return {**described, **{name: {**described[name], "values": _store(raw)} for name, raw in snapshot.items()}}
+
+
 def _changed(before, after) -> bool:
     import torch
 
@@ -126,6 +195,7 @@ def _wrap(fn):
         except TypeError:
             return fn(*args, **kwargs)
         key = json.dumps(described, sort_keys=True, default=str)
+        snapshot = _snapshot(bound.arguments)  # before the call: the inputs as the call got them
         before = {}
         if key not in _STATE["signatures"] and len(_STATE["signatures"]) < write_checks:
             _STATE["signatures"].add(key)
@@ -138,7 +208,7 @@ def _wrap(fn):
         written = None
         if before:
             written = sorted(n for n, b in before.items() if _changed(b, bound.arguments[n].detach()))
-        _write({"args": described, "written": written, "result": _describe(result) if not isinstance(
+        _write({"args": _with_values(described, snapshot), "written": written, "result": _describe(result) if not isinstance(
             result, tuple) else {"kind": "sequence", "items": [_describe(r) for r in result]},
             "test": os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" (", 1)[0]})
         return result
@@ -195,4 +265,6 @@ def pytest_collection_finish(session) -> None:
 def pytest_sessionfinish(session, exitstatus) -> None:
     _write({"summary": True, "calls": _STATE["calls"], "error": _STATE["error"],
             "installed": _STATE["wrapper"] is not None,
-            "cuda_moved": None if _STATE["cuda_moved"] is None else _STATE["cuda_moved"]["count"]})
+            "cuda_moved": None if _STATE["cuda_moved"] is None else _STATE["cuda_moved"]["count"],
+            "value_files": len(_STATE["value_files"]), "value_bytes": _STATE["value_bytes"],
+            "values_skipped": _STATE["values_skipped"]})

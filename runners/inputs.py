@@ -6,6 +6,7 @@ import operator
 
 import torch
 
+from .recorded import tensor as recorded_tensor
 from .task import ArgSpec, Case
 
 _OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv}
@@ -89,8 +90,21 @@ def strided(t: torch.Tensor, strides: list[int] | None) -> torch.Tensor:
     return out
 
 
+def recorded_values(spec: ArgSpec, case: Case, dtype: torch.dtype, shape: tuple[int, ...], device: str):
+    """The values a captured call passed for this integer or bool tensor (fresh, on ``device``), or None when
+    the case draws it (a configured case, a floating tensor, or values too large to record)."""
+    rec = (getattr(case, "recorded", None) or {}).get(spec.name)
+    if rec is None or dtype.is_floating_point or dtype.is_complex:
+        return None
+    if tuple(rec["shape"]) != tuple(shape):
+        raise ValueError(f"{case.id}: recorded values of `{spec.name}` have shape {rec['shape']}, the case needs "
+                         f"{list(shape)}")
+    return recorded_tensor(rec, dtype, device)
+
+
 def make_inputs(args: list[ArgSpec], case: Case, device: str, seed: int, trial: int = 0) -> dict:
-    """Keyword arguments for the entry function (all tensors fresh, drawn from ``seed``)."""
+    """Keyword arguments for the entry function (all tensors fresh, drawn from ``seed``; a captured case's
+    integer tensors hold the values its call passed, the same in every trial)."""
     gen = torch.Generator(device=device)
     gen.manual_seed(seed)
     shapes = case_shapes(args, case)
@@ -98,7 +112,9 @@ def make_inputs(args: list[ArgSpec], case: Case, device: str, seed: int, trial: 
     for spec in active_args(args, case):
         if spec.is_tensor:
             dtype = getattr(torch, spec.dtype or case.dtype)
-            t = make_tensor(spec, shapes[spec.name], dtype, device, gen, trial)
+            t = recorded_values(spec, case, dtype, shapes[spec.name], device)
+            if t is None:
+                t = make_tensor(spec, shapes[spec.name], dtype, device, gen, trial)
             kwargs[spec.name] = strided(t, getattr(case, "strides", {}).get(spec.name))
         elif spec.name in getattr(case, "values", {}):
             kwargs[spec.name] = case.values[spec.name]
@@ -120,6 +136,7 @@ class SlotBank:
         self.blocks: dict[str, torch.Tensor] = {}
         self.slots: list[dict] = [{} for _ in range(count)]
         self.copies: list[tuple[torch.Tensor, torch.Tensor]] = []  # (slot tensor, its values in the block)
+        self.recorded: dict[str, torch.Tensor] = {}  # argument -> a captured call's values, in every slot
         shapes = case_shapes(args, case)
         for spec in active_args(args, case):
             if not spec.is_tensor:
@@ -133,12 +150,16 @@ class SlotBank:
             row = -(-max(numel, 1) * elem // self.ALIGN) * self.ALIGN // elem
             block = torch.empty((count, row), dtype=dtype, device=device)
             self.blocks[spec.name] = block
+            values = recorded_values(spec, case, dtype, shape, device)
+            if values is not None:
+                self.recorded[spec.name] = values.reshape(1, -1)
             for k in range(count):
                 source = block[k, :numel].view(shape)
                 t = strided(source, getattr(case, "strides", {}).get(spec.name))
                 self.slots[k][spec.name] = t
                 if t.data_ptr() != source.data_ptr():  # a captured strided layout is a copy: refreshed by fill
                     self.copies.append((t, source))
+        self._replay()
         for spec in active_args(args, case):
             if not spec.is_tensor:
                 value = case.values.get(spec.name) if spec.name in getattr(case, "values", {}) else \
@@ -146,14 +167,20 @@ class SlotBank:
                 for k in range(count):
                     self.slots[k][spec.name] = value
 
+    def _replay(self) -> None:
+        """The recorded values into every slot of their blocks (one broadcast copy per argument)."""
+        for name, values in self.recorded.items():
+            self.blocks[name][:, :values.shape[1]].copy_(values.expand(self.count, -1))
+
     def fill(self, seed: int) -> None:
         """New values for every slot, in place: a few kernels whatever the slot count and no Python per slot.
         The judge times the window's fill with its pass (runners/judge_clock.py), so host time here would be
-        noise on its clock."""
+        noise on its clock. Recorded integer values are written back as they were, not drawn."""
         gen = torch.Generator(device=self.device)
         gen.manual_seed(seed)
+        self._replay()
         for spec in active_args(self.args, self.case):
-            if not spec.is_tensor:
+            if not spec.is_tensor or spec.name in self.recorded:
                 continue
             block = self.blocks[spec.name]
             if not block.dtype.is_floating_point:

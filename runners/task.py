@@ -4,6 +4,7 @@ A bundle is a directory::
 
     task.yaml          what to call, with which inputs, and how close the answer must be
     baseline/<files>   the kernel module and the local helpers it imports, as in the target repository
+    recorded/<sha>.bin integer tensors captured cases replay (raw bytes; runners/recorded.py)
 
 There is no reference function: the baseline is the oracle. A candidate replaces the kernel module
 (``TaskSpec.module``) and must compute what the baseline computes, within the dtype's tolerance.
@@ -66,12 +67,16 @@ class Case:
     # and argument -> scalar value where the call differed from the config's `value`.
     strides: dict[str, list[int]] = field(default_factory=dict)
     values: dict[str, Any] = field(default_factory=dict)
+    # argument -> the values of an integer or bool tensor the call passed, replayed instead of drawn from
+    # low..high (runners/recorded.py: dtype, shape, sha256 and the raw bytes as base64)
+    recorded: dict[str, dict] = field(default_factory=dict)
 
     @property
     def id(self) -> str:
         parts = [f"{k}={v}" if not isinstance(v, bool) else (k if v else f"no-{k}") for k, v in self.symbols.items()]
         parts += [f"{k}={v}" for k, v in self.values.items()]
         parts += [f"{k}:strided" for k in self.strides]
+        parts += [f"{k}:recorded" for k in self.recorded]
         return f"{','.join(parts)}/{self.dtype}"
 
 
@@ -112,15 +117,25 @@ class TaskSpec:
 
 
 def write_task(bundle: Path, spec: TaskSpec) -> None:
+    """task.yaml, and a file under recorded/ per distinct recorded integer tensor of a captured case."""
     import yaml  # here, not at the top: workers import this module in the target's Python, which may lack it
 
-    (bundle / TASK_FILE).write_text(yaml.safe_dump(spec.to_dict(), sort_keys=False))
+    from .recorded import to_files
+
+    data = spec.to_dict()
+    data["cases"], data["held_out"] = to_files(bundle, data["cases"]), to_files(bundle, data["held_out"])
+    (bundle / TASK_FILE).write_text(yaml.safe_dump(data, sort_keys=False))
 
 
 def read_task(bundle: Path) -> TaskSpec:
     import yaml
 
-    return TaskSpec.from_dict(yaml.safe_load((Path(bundle) / TASK_FILE).read_text()))
+    from .recorded import from_files
+
+    data = yaml.safe_load((Path(bundle) / TASK_FILE).read_text())
+    data["cases"] = from_files(bundle, data["cases"])
+    data["held_out"] = from_files(bundle, data.get("held_out", []))
+    return TaskSpec.from_dict(data)
 
 
 def baseline_source(bundle: Path, spec: TaskSpec) -> str:

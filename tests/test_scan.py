@@ -18,7 +18,8 @@ QUANT = "python/sglite/srt/layers/quantization/per_token_quant.py"
 
 def test_scan_finds_kernels_entries_and_tests_in_the_sglang_layout():
     rows = {r.kernel: r for r in scan(SGLITE)}
-    assert set(rows) == {"_fused_add_rms_norm_kernel", "_per_token_quant_int8_kernel", "_merge_state_kernel"}
+    assert set(rows) == {"_fused_add_rms_norm_kernel", "_per_token_quant_int8_kernel", "_merge_state_kernel",
+                         "_embedding_lookup_kernel"}
     quant = rows["_per_token_quant_int8_kernel"]
     assert quant.autotuned and quant.entry == f"{QUANT}:per_token_quant_int8"
     assert quant.tests == ["test/srt/test_per_token_quant.py"]
@@ -75,7 +76,7 @@ def test_a_misspelt_entry_gets_the_close_names(tmp_path):
 def test_init_proposal_from_signatures_is_a_valid_config():
     text = render(proposals(SGLITE))
     config = parse_config(text)
-    assert set(config.kernels) == {"fused_add_rms_norm", "per_token_quant_int8", "merge_state"}
+    assert set(config.kernels) == {"fused_add_rms_norm", "per_token_quant_int8", "merge_state", "embedding_lookup"}
     assert config.kernels["fused_add_rms_norm"].args["eps"].value == 1e-6  # a literal default is a scalar
     assert "REVIEW" in text
 
@@ -114,9 +115,9 @@ def test_cli_scan_and_init(tmp_path):
     scanned = runner.invoke(app, ["scan", str(repo)])
     assert scanned.exit_code == 0 and "_per_token_quant_int8_kernel [autotune]" in scanned.output
     made = runner.invoke(app, ["init", str(repo)])
-    assert made.exit_code == 0 and "3 kernels" in made.output
+    assert made.exit_code == 0 and "4 kernels" in made.output
     assert set(parse_config((repo / ".github/kernelsmith.yml").read_text()).kernels) == {
-        "fused_add_rms_norm", "per_token_quant_int8", "merge_state"}
+        "fused_add_rms_norm", "per_token_quant_int8", "merge_state", "embedding_lookup"}
     again = runner.invoke(app, ["init", str(repo)])
     assert again.exit_code == 2
     assert Path(repo / ".github/kernelsmith.yml").read_text().startswith("# Proposed by `kernelsmith init`")
