@@ -10,8 +10,22 @@ import os
 import time
 from pathlib import Path
 
+from dataclasses import dataclass
+
 from bot.config import kernel_config, load_config
-from bot.optimize import OptimizeResult
+
+
+@dataclass
+class OptimizeResult:
+    """bot.optimize.OptimizeResult's fields (test_job_store.py checks that they agree), defined here because
+    importing bot.optimize loads torch and the judge: seconds in every job's worker that these pipelines never
+    use (they run no kernel)."""
+
+    verdict: str  # improved | no_improvement | not_timed
+    report: dict
+    out: Path
+    applied_commit: str | None = None
+
 
 FITNESS = [1.01, 0.97, 1.04, 1.02, 1.08, 1.05, 1.11, 1.09, 1.10, 1.12]
 

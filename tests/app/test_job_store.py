@@ -10,6 +10,7 @@ from bot.jobs.states import State, TransitionError
 from bot.jobs.store import JobStore, sqlite_url
 from bot.optimize import NoProgress, OptimizeOptions
 
+from .pipelines import OptimizeResult as TinyResult
 from .pipelines import tiny
 
 
@@ -88,6 +89,17 @@ def test_the_cli_run_is_a_job(example_repo, tmp_path):
     with pytest.raises(UserError):  # refused in preflight: nothing is written anywhere
         run_as_job(OptimizeOptions(target=example_repo, kernel="nope", out=tmp_path / "x"), tiny, NoProgress())
     assert not (tmp_path / "x").exists()
+
+
+def test_the_tiny_pipelines_return_what_optimize_returns():
+    import dataclasses
+
+    from bot.optimize import OptimizeResult
+
+    def shape(cls):
+        return [(f.name, str(f.type), f.default) for f in dataclasses.fields(cls)]
+
+    assert shape(TinyResult) == shape(OptimizeResult)
 
 
 class Hooks:
