@@ -177,3 +177,30 @@ def test_without_the_replay_the_baseline_check_fails_and_says_why(tmp_path, monk
     assert [r.message for r in caplog.records if r.name == "kernelsmith.capture"] == [
         "capture: 1 captured case(s) draw `input_ids` from low..high instead of replaying the tests' values "
         "(7 elements, over the 4 recorded per tensor)"]
+
+
+def _call(ids: torch.Tensor, vocab: int = 100) -> dict:
+    from runners.recorded import entry
+
+    raw = ids.numpy().tobytes()
+    return {"args": {"input_ids": {"kind": "tensor", "shape": list(ids.shape), "dtype": str(ids.dtype)[6:],
+                                   "contiguous": True, "stride": [1], "values": entry(str(ids.dtype)[6:],
+                                                                                     list(ids.shape), raw)},
+                     "weight": {"kind": "tensor", "shape": [vocab, 64], "dtype": "float16", "contiguous": True,
+                                "stride": [64, 1]}}}
+
+
+def test_values_of_another_integer_dtype_replay_when_they_fit(monkeypatch):
+    import bot.capture
+
+    fits = _call(torch.tensor([1, 99, 3], dtype=torch.int64))
+    too_big = _call(torch.tensor([1, 1 << 40], dtype=torch.int64))
+    cases, summary = captured_cases([fits, too_big], KERNEL, "interpret", 6, [])
+    replayed = next(c for c in cases if c.recorded)
+    assert make_inputs(KERNEL_ARGS, replayed, "cpu", 0)["input_ids"].tolist() == [1, 99, 3]
+    assert make_inputs(KERNEL_ARGS, replayed, "cpu", 0)["input_ids"].dtype == torch.int32  # the config's dtype
+    assert summary["not_replayed"] == {
+        "`input_ids`: the test passed int64 values that int32 (the config's dtype) cannot hold": 1}
+    monkeypatch.setattr(bot.capture, "CASE_MAX_BYTES", 16)
+    _, summary = captured_cases([fits], KERNEL, "interpret", 6, [])
+    assert summary["not_replayed"] == {"`input_ids`: 24 bytes, over the 16 replayed per case": 1}
