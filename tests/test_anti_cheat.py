@@ -51,7 +51,7 @@ def test_import_error_stops_at_compile(rms_evaluator):
 def test_hang_is_killed_by_the_hard_timeout(rms_bundle):
     import os
 
-    with Evaluator(rms_bundle, "interpret", timeout=20, spare=False) as evaluator:
+    with Evaluator(rms_bundle, "interpret", timeout=20, trials=1, spare=False) as evaluator:
         pids = []
         spawn = evaluator._spawn
 
@@ -86,7 +86,7 @@ def test_forged_reply_on_the_workers_pipe_is_a_protocol_error(rms_evaluator):
 
 
 def test_the_judge_folder_is_removed_on_close(rms_bundle):
-    evaluator = Evaluator(rms_bundle, "interpret", timeout=120, spare=True)
+    evaluator = Evaluator(rms_bundle, "interpret", timeout=120, trials=1, spare=True)
     root = evaluator.root
     assert evaluator.evaluate(evaluator.baseline, seed=9).ok
     evaluator.close()
