@@ -301,12 +301,28 @@ def _decide(job: _Job, opts: OptimizeOptions, archive: Archive, evaluator: Evalu
         kind = "best_candidate" if best and best.id != 0 else "baseline"
         return _Decision("no_improvement", reason, best.evaluation if best else baseline.evaluation, kind)
     progress.stage("verifying the champion", "verify")
-    check, failure, repo_test = _verify(job, opts, evaluator, best)
-    shown = check if check and check.cases else best.evaluation
-    if failure:
-        return _Decision("no_improvement", f"A candidate looked faster, but {failure}", shown, "best_candidate",
-                         repo_test=repo_test)
-    return _Decision("improved", "", shown, "champion", champion=best, repo_test=repo_test)
+    # The best few over the bar, in order: when the best fails the full protocol (a claim the search's screening
+    # could not see through, or noise), the next one may still hold, and a run ends with what really verified.
+    ranked = sorted((c for c in archive.candidates if c.id != 0 and (c.fitness or 0) >= opts.min_speedup),
+                    key=lambda c: c.fitness, reverse=True)
+    seen, first = set(), None
+    for cand in ranked:
+        if cand.sha256 in seen or len(seen) >= VERIFY_TRIES:
+            continue
+        seen.add(cand.sha256)
+        check, failure, repo_test = _verify(job, opts, evaluator, cand)
+        shown = check if check and check.cases else cand.evaluation
+        if not failure:
+            return _Decision("improved", "", shown, "champion", champion=cand, repo_test=repo_test)
+        log.info("candidate %d failed verification: %s", cand.id, failure[:300])
+        first = first or (failure, shown, repo_test)
+    failure, shown, repo_test = first
+    more = f" ({len(seen) - 1} more above the bar failed too)" if len(seen) > 1 else ""
+    return _Decision("no_improvement", f"A candidate looked faster, but {failure}{more}", shown, "best_candidate",
+                     repo_test=repo_test)
+
+
+VERIFY_TRIES = 3  # candidates above the bar re-run under the full protocol before a run says no improvement
 
 
 NOT_TIMED = ("The Triton CPU interpreter (`--backend interpret`) runs kernels as numpy on the host, so its times "

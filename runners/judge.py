@@ -199,6 +199,8 @@ def evaluate(judge: Judge, cases: list[Case], secret: int, trials: int, time_it:
                 if reference and judge.spec.reference and case.origin == "config":
                     judge.reference_time(case, index, secret, result)
                     phase("torch.compile")
+            judge.spot_check(secret)
+            phase("timing")
             for index in profiled_cases(ev.cases, cases, judge.p.profile_every_case):
                 judge.own_kernel_share(cases[index], index, secret, ev.cases[index])
             judge.release()

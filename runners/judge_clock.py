@@ -80,10 +80,27 @@ class TimingSteps:
             for worker in (self.oracle, self.candidate):
                 worker.request("release")
         if not p.window_every_case and result.candidate_us >= result.baseline_us:
-            # screening: no speedup is claimed here, so there is nothing to corroborate and nothing to credit
-            result.message = (result.message + " " if result.message else "") + "judge's clock: not run (no " \
-                                                                                 "speedup claimed at this case)"
+            # Screening: no speedup is claimed here. The claim is the worker's, though, and a slowdown can hide
+            # behind a claim of parity: one such case per evaluation, picked in secret, is clocked after all
+            # cases are sampled (``spot_check``).
+            self.__dict__.setdefault("unclocked", []).append((case, index, result))
             return
+        with self._spent("window"):
+            self._corroborate(case, index, secret, result)
+
+    def spot_check(self, secret: int) -> None:
+        """Screening: the judge's clock at one of the cases where no speedup was claimed, chosen from the secret
+        (a worker that claims parity where it is slower is quarantined when its case is drawn, and cannot tell
+        which will be); the other unclocked cases say so."""
+        unclocked = self.__dict__.get("unclocked", [])
+        if not unclocked:
+            return
+        pick = trial_seed(secret, 90_000, len(unclocked)) % len(unclocked)
+        for k, (_, _, result) in enumerate(unclocked):
+            if k != pick:
+                result.message = (result.message + " " if result.message else "") + \
+                    "judge's clock: not run (no speedup claimed; another case was spot-checked)"
+        case, index, result = unclocked[pick]
         with self._spent("window"):
             self._corroborate(case, index, secret, result)
 

@@ -240,7 +240,7 @@ class Evaluator:
                                 cases=ev.cases)
             self._restart_oracle_if_busy()
         except (PeerGone, WireError, OSError, KeyError, TypeError, ValueError, AttributeError, IndexError,
-                RecursionError, OverflowError) as exc:
+                RecursionError, OverflowError, RuntimeError) as exc:
             # A reply that is not what the protocol says (missing fields, wrong types, out of turn) is the
             # fault of the worker whose channel broke; the judge never crashes on it. An oracle whose channel
             # broke is replaced: it may be out of step for good.

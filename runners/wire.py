@@ -139,10 +139,23 @@ def read_tensor(meta: dict, folder: Path, max_bytes: int, device: str = "cpu") -
     if nbytes > max_bytes:
         raise WireError(f"a tensor of {nbytes} bytes is larger than the {max_bytes} bytes allowed here")
     path = Path(str(meta.get("file", "")))
-    if path.resolve().parent != Path(folder).resolve():
+    if os.path.normpath(path.parent) != os.path.normpath(folder) or path.name in ("", ".", ".."):
         raise WireError("tensor file outside the exchange folder")
-    # Never block on what a worker left there: no FIFO, device or link, only a regular file opened without waiting.
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    # Opened by its name inside a descriptor of the folder, neither followed through a link: nothing is resolved
+    # (a symlink loop made resolve() raise out of the judge), and no link swapped in between a check and the open
+    # can send the judge elsewhere. Never block on what a worker left there: no FIFO or device, only a regular
+    # file opened without waiting.
+    nofollow = getattr(os, "O_NOFOLLOW", 0)
+    try:
+        dir_fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | nofollow)
+    except OSError as exc:
+        raise WireError(f"the exchange folder cannot be opened: {exc}") from None
+    try:
+        fd = os.open(path.name, os.O_RDONLY | os.O_NONBLOCK | nofollow, dir_fd=dir_fd)
+    except OSError as exc:
+        raise WireError(f"tensor file {path.name!r} cannot be opened as a plain file: {exc.strerror}") from None
+    finally:
+        os.close(dir_fd)
     # Read straight into the tensor's own memory (pinned when it goes on to the GPU): one copy, where bytes ->
     # bytearray -> tensor made three (a window's reveals at prefill sizes moved GBs that way).
     raw = torch.empty(nbytes, dtype=torch.uint8, pin_memory=device != "cpu" and torch.cuda.is_available())
