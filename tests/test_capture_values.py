@@ -5,6 +5,7 @@ import base64
 import dataclasses
 import json
 import logging
+import re
 import shutil
 
 import git
@@ -15,7 +16,6 @@ from conftest import ROOT, commit_all
 
 from bot.capture import captured_cases, run_capture
 from bot.config import parse_config, task_spec
-from bot.errors import UserError
 from bot.optimize import OptimizeOptions, optimize
 from bot.repo_tests import TestSettings
 from bot.target import open_target
@@ -136,7 +136,7 @@ def _candidate(baseline: str, test_ids: dict) -> str:
 
 def test_optimize_checks_the_baseline_on_the_replayed_ids(tmp_path):
     """kernelsmith optimize on the interpreter: the captured cases pass the baseline check with the tests' ids,
-    and a candidate worker gets exactly the ids the oracle gets."""
+    and a candidate worker gets exactly the ids the oracle gets; without the replay the baseline fails."""
     repo = _repo(tmp_path)
     out = tmp_path / "run"
     result = optimize(OptimizeOptions(target=repo, kernel="embedding_lookup", out=out, budget=1,
@@ -161,22 +161,15 @@ def test_optimize_checks_the_baseline_on_the_replayed_ids(tmp_path):
     # the candidate's check ran: every table size of the tests was a case
     assert {int(c.case.split("V=")[1].split(",")[0]) for c in ok.cases} >= set(TEST_IDS)
 
+    for case in task["cases"]:  # the same bundle without the replay: captured cases draw from the config's 0..1024
+        case.pop("recorded", None)
+    (bundle / TASK_FILE).write_text(yaml.safe_dump(task, sort_keys=False))
+    with Evaluator(bundle, "interpret", timeout=120, trials=1) as evaluator:
+        drawn = evaluator.evaluate(evaluator.baseline, 5, time_it=False)
+    assert not drawn.ok and drawn.stage == "baseline" and "token id out of range" in drawn.error
+    table = re.search(r"the embedding table has (\d+) rows", drawn.error)
+    assert table and int(table.group(1)) in TEST_IDS  # a captured case's table, too small for 0..1024
 
-
-def test_without_the_replay_the_baseline_check_fails_and_says_why(tmp_path, monkeypatch, caplog):
-    """The recorder keeps at most 4 ids per tensor here: the 7-id call's case draws its ids from the config's
-    0..1024, which do not fit its 100-row table, so optimize stops at the baseline check; the console says once
-    which case draws them and why."""
-    monkeypatch.setenv("KS_CAPTURE_VALUE_ELEMENTS", "4")
-    out = tmp_path / "run"
-    with caplog.at_level(logging.WARNING, logger="kernelsmith.capture"), pytest.raises(UserError) as err:
-        optimize(OptimizeOptions(target=_repo(tmp_path), kernel="embedding_lookup", out=out, budget=1,
-                                 backend="interpret", timeout=240, trials=1))
-    assert "does not compile or run as it is" in err.value.cause and "token id out of range" in err.value.cause
-    assert "the embedding table has 100 rows" in err.value.cause  # the captured case that draws its ids
-    assert [r.message for r in caplog.records if r.name == "kernelsmith.capture"] == [
-        "capture: 1 captured case(s) draw `input_ids` from low..high instead of replaying the tests' values "
-        "(7 elements, over the 4 recorded per tensor)"]
 
 
 def _call(ids: torch.Tensor, vocab: int = 100) -> dict:
@@ -204,3 +197,38 @@ def test_values_of_another_integer_dtype_replay_when_they_fit(monkeypatch):
     monkeypatch.setattr(bot.capture, "CASE_MAX_BYTES", 16)
     _, summary = captured_cases([fits], KERNEL, "interpret", 6, [])
     assert summary["not_replayed"] == {"`input_ids`: 24 bytes, over the 16 replayed per case": 1}
+
+
+def test_values_over_a_bound_are_drawn_and_said_once(caplog):
+    skipped = _call(torch.tensor([1, 2, 3, 4, 5, 6, 7], dtype=torch.int32))
+    skipped["args"]["input_ids"]["values"] = {"skipped": "7 elements, over the 4 recorded per tensor"}
+    other = json.loads(json.dumps(skipped))
+    other["args"]["weight"]["shape"] = [50, 64]
+    with caplog.at_level(logging.WARNING, logger="kernelsmith.capture"):
+        cases, summary = captured_cases([skipped, other, skipped], KERNEL, "interpret", 6, [])
+    assert [c.recorded for c in cases] == [{}, {}] and [c.id for c in cases] == [
+        "T=7,V=50,H=64/float16", "T=7,V=100,H=64/float16"]
+    assert summary["not_replayed"] == {"`input_ids`: 7 elements, over the 4 recorded per tensor": 2}
+    assert [r.message for r in caplog.records if r.name == "kernelsmith.capture"] == [
+        "capture: 2 captured case(s) draw `input_ids` from low..high instead of replaying the tests' values "
+        "(7 elements, over the 4 recorded per tensor)"]
+
+
+def test_the_recorder_bounds_elements_per_tensor_and_bytes_per_run(tmp_path, monkeypatch):
+    from runners import capture_plugin
+
+    monkeypatch.setenv("KS_CAPTURE_VALUES", str(tmp_path))
+    monkeypatch.setenv("KS_CAPTURE_VALUE_ELEMENTS", "4")
+    monkeypatch.setenv("KS_CAPTURE_VALUE_BYTES", "20")
+    monkeypatch.setattr(capture_plugin, "_STATE", {**capture_plugin._STATE, "value_files": {}, "value_bytes": 0,
+                                                   "values_skipped": 0})
+    args = {"long": torch.arange(7, dtype=torch.int32), "ids": torch.tensor([3, 1, 2], dtype=torch.int32),
+            "mask": torch.tensor([True, False]), "x": torch.randn(3), "more": torch.tensor([9, 9], dtype=torch.int64)}
+    described = {n: capture_plugin._describe(v) for n, v in args.items()}
+    stored = capture_plugin._with_values(described, capture_plugin._snapshot(args))
+    assert stored["long"]["values"] == {"skipped": "7 elements, over the 4 recorded per tensor"}
+    assert (tmp_path / stored["ids"]["values"]["file"]).read_bytes() == args["ids"].numpy().tobytes()
+    assert (tmp_path / stored["mask"]["values"]["file"]).read_bytes() == b"\x01\x00"
+    assert "values" not in stored["x"]  # a floating tensor
+    assert stored["more"]["values"] == {"skipped": "the run's 20 bytes of recorded values were used up"}  # 12+2+16
+    assert capture_plugin._STATE["values_skipped"] == 2 and capture_plugin._STATE["value_bytes"] == 14
