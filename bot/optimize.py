@@ -276,8 +276,8 @@ def _index_hint(spec: TaskSpec) -> str:
         return ""
     return (f" The integer tensors {', '.join(f'`{n}`' for n in ints)} get random values in their `low`..`high`: "
             "if they index other tensors or must agree with each other (lengths and the offsets summed from them), "
-            "narrow `low`/`high` so that every value is in bounds; kernelsmith does not yet replay the values the "
-            "tests used.")
+            "narrow `low`/`high` so that every value is in bounds for the configured shapes; captured cases replay "
+            "the values the repository's tests passed.")
 
 
 @dataclass

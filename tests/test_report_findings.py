@@ -104,3 +104,13 @@ def test_the_judge_records_the_outputs_scale():
     assert output_scale((torch.full((4, 8), 3e-5), torch.arange(4))) == torch.tensor(3e-5).item()
     assert output_scale(torch.tensor([1.0, float("nan"), -2.0, 4.0])) == 2.0
     assert output_scale(torch.arange(3)) is None
+
+
+def test_the_report_says_which_integer_tensors_were_replayed():
+    capture = {"calls": 4, "distinct": 3, "kept": 3, "limit": 6, "configured": 1, "skipped": {},
+               "written_by_tests": [], "undeclared_written": [], "plugin_error": None, "cuda_moved": 0,
+               "test": "python -m pytest -q test/test_vocab.py", "replayed": ["input_ids"], "replayed_cases": 2,
+               "not_replayed": {"over 2^20 elements": 1}}
+    md = render_markdown(report(capture=capture))
+    assert "Integer tensors replayed from the tests' calls: `input_ids` (2 of 3 captured cases)." in md
+    assert "Drawn from `low`..`high` instead of replayed: over 2^20 elements (1 case)." in md
