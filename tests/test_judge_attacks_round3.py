@@ -50,8 +50,8 @@ results = []
 with Evaluator(bundle, backend, timeout=120, trials=1, spare=False, protocol=full) as ev:
     ev.search_protocol = dataclasses.replace(full, window_every_case=False, profile_every_case=False, name="search")
     ev._peak = (1e12, 1 << 40)  # no bandwidth probe on the CPU: plausibility by the speedup bound only
-    for source, protocol in runs:
-        r = ev.evaluate(source, seed=5, time_it=True, trials=1, static_policy=False, protocol=protocol)
+    for source, protocol, seed in runs:
+        r = ev.evaluate(source, seed=seed, time_it=True, trials=1, static_policy=False, protocol=protocol)
         results.append({{"stage": r.stage, "ok": r.ok, "error": r.error or "", "protocol": r.protocol,
                          "speedups": [c.speedup for c in r.cases], "window_ms": [c.window_ms for c in r.cases],
                          "messages": [c.message for c in r.cases]}})
@@ -59,13 +59,14 @@ print("RESULTS " + json.dumps(results))
 """
 
 
-def _judge(bundle, tmp_path, runs: list[tuple[str, str]]) -> list[dict]:
-    """Evaluate (source, protocol) pairs, one after the other, with a judge of their own on the timed stand-in,
-    on a copy of the bundle reduced to its first case."""
+def _judge(bundle, tmp_path, runs: list[tuple[str, str, int]], cases: list[dict] | None = None) -> list[dict]:
+    """Evaluate (source, protocol, seed) triples, one after the other, with a judge of their own on the timed
+    stand-in, on a copy of the bundle with ``cases`` (symbols; default: its first case only)."""
     copy = tmp_path / "bundle"
     shutil.copytree(bundle, copy)
     task = yaml.safe_load((copy / "task.yaml").read_text())
-    task["cases"] = task["cases"][:1]
+    first = task["cases"][0]
+    task["cases"] = [{**first, "symbols": symbols} for symbols in cases] if cases else [first]
     (tmp_path / "shim.py").write_text(_SHIM)
     wrapper = tmp_path / "python"
     wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{tmp_path / "shim.py"}" "$@"\n')
@@ -80,53 +81,60 @@ def _judge(bundle, tmp_path, runs: list[tuple[str, str]]) -> list[dict]:
 
 
 # ---- 1. a slowdown hidden behind a claim of parity, where the search's clock does not run ----------------------
-REPEATS = 24  # the cheat's kernel runs 24 times per call: its honest credit is about 1/24 of the baseline's speed
+REPEATS = 32  # at its slow shape the cheat's kernel runs 32 times per call: honest credit there about 1/32
+_PARITY_CASES = [{"T": 3, "H": 256}, {"T": 2, "H": 128}, {"T": 5, "H": 96, "residual": True},
+                 {"T": 4, "H": 64, "residual": True}]  # the first is the slow one (H 256)
+
+
+def _seed_whose_spot_check_misses(slow: int, unclocked: int) -> int:
+    """A seed for which the screening's secret spot check draws another case than ``slow`` (as
+    runners/judge_clock.py `spot_check` draws today; the judge's secret is the evaluation's seed)."""
+    from runners.protocol import trial_seed
+
+    return next(s for s in range(1, 1000) if trial_seed(s, 90_000, unclocked) % unclocked != slow)
 
 
 @pytest.fixture(scope="module")
 def parity_claims(rms_bundle, tmp_path_factory) -> dict:
-    source = _source("claims_parity_where_slower.py", REPEATS=str(REPEATS))
-    search, verify = _judge(rms_bundle, tmp_path_factory.mktemp("parity"), [(source, "search"), (source, "verify")])
+    source = _source("claims_parity_where_slower.py", REPEATS=str(REPEATS), SLOW_HIDDEN="256")
+    seed = _seed_whose_spot_check_misses(0, len(_PARITY_CASES))
+    search, verify = _judge(rms_bundle, tmp_path_factory.mktemp("parity"),
+                            [(source, "search", seed), (source, "verify", seed)], cases=_PARITY_CASES)
     return {"search": search, "verify": verify}
 
 
 def test_a_hidden_slowdown_is_quarantined_by_the_full_protocol(parity_claims):
-    """Control: the full protocol runs the judge's clock at every case; the pass it times is the real entry
-    (24 launches a call), so the claim of near parity is not corroborated."""
+    """Control: the full protocol runs the judge's clock at every case; the pass it times at the slow shape is the
+    real entry (32 launches a call), so the claim there is not corroborated."""
     ev = parity_claims["verify"]
-    assert ev["protocol"] == "verify" and all(w for w in ev["window_ms"]), ev
+    assert ev["protocol"] == "verify", ev
     assert not ev["ok"] and ev["stage"] == "timing" and "not corroborated" in ev["error"], ev
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "runners/judge_clock.py time_case: under Protocol.search() (window_every_case=False) the judge's clock is "
-    "skipped wherever the candidate's own samples claim no speedup (candidate_us >= baseline_us), and the case is "
-    "credited that claim. The claim is the candidate's: its worker builds the samples' timer from another "
-    "function (the kernel launched twice: about 0.5x) while the entry launches it 24 times (honest credit about "
-    "0.04x). The search ranks it above honest candidates (and the geometric mean adds any real win it has "
-    "elsewhere); bot/optimize.py _decide re-verifies only archive.best(), so once such a candidate is the "
-    "champion the full protocol quarantines it and the run ends 'no_improvement' even when an honest faster "
-    "candidate was found. Fix: at a case where no speedup is claimed, still time one short window round and "
-    "credit min(claim, judge's speedup x (1 + tolerance)); or re-verify the next best candidates when the "
-    "champion fails"))
+    "runners/judge_clock.py time_case/spot_check: under Protocol.search() the judge's clock runs where a speedup is "
+    "claimed and at ONE case drawn in secret among the m cases claiming none; the others are credited the "
+    "candidate's own claim. Here all four cases claim about 0.33x (the worker times a three-launch function), the "
+    "entry is honest at three of them and 32x slower at the fourth (honest credit about 0.03x): the slow case is "
+    "clocked with probability 1/4, and with this seed the draw is another case, so the slowdown is credited 0.33x. "
+    "Over a search the cheat wins (m-1)/m of its evaluations: it is ranked above honest candidates (and the "
+    "geometric mean adds any real win it has elsewhere); bot/optimize.py now re-verifies up to three candidates, "
+    "so it costs a verification, not the run. Fix: clock every case claiming no speedup too, with one short round "
+    "(a pass of a few ms after one warm-up; a claim below 1.0 is then credited min(claim, judge's speedup x "
+    "(1 + tolerance)), which also closes the full protocol's floor at 1.0 in the cap: cap = max(1.0, ...) in "
+    "_corroborate credits any claim below 1.0 up to the whole allowance above the judge's clock)"))
 def test_the_search_does_not_credit_a_hidden_slowdown(parity_claims):
     ev = parity_claims["search"]
     assert ev["protocol"] == "search", ev
     caught = not ev["ok"] and ev["stage"] == "timing"
-    assert caught or all(s is not None and s <= 0.2 for s in ev["speedups"]), json.dumps(ev)
+    assert caught or ev["speedups"][0] is not None and ev["speedups"][0] <= 0.15, json.dumps(ev)
 
 
 # ---- 2. the judge's file reader and a symlink loop --------------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, raises=RuntimeError, reason=(
-    "runners/wire.py read_tensor: `Path(meta['file']).resolve()` raises RuntimeError ('Symlink loop from ...') on "
-    "Python 3.11 for a path through `loop -> loop` in the worker's outbox; runners/sandbox.py Evaluator.evaluate "
-    "catches OSError, WireError, ValueError, ... but not RuntimeError, so it leaves `evaluate` (the search records "
-    "'evaluator error'; bot/optimize.py's re-verification of a champion that does this only when it sees a "
-    "verification, e.g. a trial tag c0t3, has no guard and the job dies). Fix: open the file by its base name "
-    "relative to a descriptor of the folder (os.open(name, O_RDONLY|O_NONBLOCK|O_NOFOLLOW, dir_fd=...), refusing a "
-    "name with '/'), with no resolve() at all; that also closes the race where an intermediate symlink is swapped "
-    "between the check and the open; and catch RuntimeError as a protocol error"))
+# (Was a hole: runners/wire.py read_tensor resolved the path, and Path.resolve raises RuntimeError on a symlink loop
+# on Python 3.11, which left Evaluator.evaluate as an exception. Files are now opened by name in a descriptor of
+# the folder.)
 def test_a_symlink_loop_in_a_reply_is_a_protocol_error(rms_evaluator):
     ev = rms_evaluator.evaluate(_source("symlink_loop_reply.py"), seed=5, time_it=False, trials=1,
                                 static_policy=False)
@@ -134,9 +142,120 @@ def test_a_symlink_loop_in_a_reply_is_a_protocol_error(rms_evaluator):
 
 
 def test_the_evaluator_works_after_a_symlink_loop(rms_evaluator):
-    try:
-        rms_evaluator.evaluate(_source("symlink_loop_reply.py"), seed=5, time_it=False, trials=1, static_policy=False)
-    except RuntimeError:
-        pass  # the hole above; what matters here is the next evaluation
+    rms_evaluator.evaluate(_source("symlink_loop_reply.py"), seed=5, time_it=False, trials=1, static_policy=False)
     again = rms_evaluator.evaluate(rms_evaluator.baseline, seed=6, time_it=False, trials=1)
     assert again.ok, again.error
+
+
+# ---- 3. the worker's own folder and processes, on one judge: a helper outside the worker's process group, and an
+# outbox swapped for a link ---------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def one_case_runs(rms_bundle, tmp_path_factory) -> dict:
+    folder = tmp_path_factory.mktemp("worker_folder")
+    victim = folder / "victim"
+    (victim / "inner").mkdir(parents=True)
+    (victim / "inner" / "keep.txt").write_text("not the judge's to delete")
+    (victim / "keep.txt").write_text("not the judge's to delete")
+    hog = _source("hogs_while_its_worker_is_stopped.py", ARMED="armed")
+    swap = _source("swaps_its_outbox_for_a_link.py", VICTIM=str(victim))
+    hog_verify, hog_search, swapped = _judge(rms_bundle, folder, [(hog, "verify", 5), (hog, "search", 5),
+                                                                  (swap, "verify", 5)])
+    return {"hog": [hog_verify, hog_search], "swap": swapped, "victim": victim}
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "runners/judge_clock.py _alone stops the candidate while the oracle is measured with WorkerProcess.pause "
+    "(runners/processes.py: os.killpg(SIGSTOP) of the worker's process group). A helper the candidate starts "
+    "with start_new_session=True is outside that group and keeps running; it watches /proc/<worker>/stat and burns "
+    "the machine exactly while its worker shows state T, i.e. while the oracle's samples and window rounds run. "
+    "The oracle's claims, its pass and the judge's wall clock of it grow together, so the honest kernel's fake "
+    "speedup (about 1.7-2x on this stand-in) is corroborated, under the full protocol too: it would reach a "
+    "report. The uid wall does not help: leftovers are killed by uid only at the end of the evaluation. Fix: "
+    "freeze every process of the candidate (a cgroup v2 freezer per candidate worker: write 1 to cgroup.freeze "
+    "and wait for 'frozen 1' in cgroup.events; with the uid wall, kill(-1, SIGSTOP) from a helper running as the "
+    "candidate's uid), and refuse a candidate whose processes are not all frozen"))
+def test_a_helper_outside_the_workers_group_cannot_slow_the_oracle(one_case_runs):
+    """Every run is refused, or credits no more than the honest kernel's speedup (about 1; 1.4 leaves room for the
+    stand-in's noise on a loaded machine)."""
+    runs = one_case_runs["hog"]
+    for ev in runs:
+        assert not ev["ok"] or max(s or 0.0 for s in ev["speedups"]) < 1.4, json.dumps(runs)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "runners/judge.py clear_folder (called by runners/judge_clock.py _corroborate after the reveal, and by "
+    "Judge._candidate_call) empties a worker's outbox with Path.iterdir, which follows the outbox itself when it "
+    "is a symbolic link, then unlinks every entry and shutil.rmtree's every folder of whatever it points to. The "
+    "outbox's parent, the worker's folder, is handed to the candidate's user (runners/processes.py: "
+    "Isolation.hand_over(self.dir, uid)), so behind the uid wall too the candidate renames its outbox and puts a "
+    "link in its place once the judge has read the shown slots (access time past modification time); the judge, "
+    "root there, deletes the folder the candidate names (here a folder of the test's; '/' or the runner's checkout "
+    "as well). Here the candidate stops the judge while it swaps (one uid); behind the wall it races the judge's "
+    "comparison of the shown slots. Fix: keep the worker's folder the judge's (hand over only out/ and work/, so "
+    "the candidate cannot rename them), and empty an outbox through a descriptor opened with "
+    "O_DIRECTORY|O_NOFOLLOW (os.scandir(fd), os.unlink(name, dir_fd=fd), shutil.rmtree(name, dir_fd=fd))"))
+def test_the_judge_deletes_nothing_outside_a_workers_folder(one_case_runs):
+    victim = one_case_runs["victim"]
+    assert (victim / "keep.txt").exists() and (victim / "inner" / "keep.txt").exists(), (
+        f"the judge emptied {victim}: {json.dumps(one_case_runs['swap'])}")
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "runners/judge.py clear_folder: Path.iterdir follows a folder that is a link (see the test above); fix: empty "
+    "it through a descriptor opened with O_DIRECTORY|O_NOFOLLOW"))
+def test_clear_folder_does_not_follow_a_link():
+    """The primitive alone, without a race: a worker's outbox that is a link to another folder."""
+    import os
+    import tempfile
+    from pathlib import Path
+
+    from runners.judge import clear_folder
+
+    with tempfile.TemporaryDirectory() as tmp:
+        victim, worker = Path(tmp) / "victim", Path(tmp) / "worker"
+        (victim / "inner").mkdir(parents=True)
+        (victim / "keep.txt").write_text("x")
+        worker.mkdir()
+        os.symlink(victim, worker / "out")
+        try:
+            clear_folder(worker / "out")
+        except OSError:
+            pass  # refusing the link is as good
+        assert (victim / "keep.txt").exists() and (victim / "inner").is_dir()
+
+
+# ---- 4. bytes moved: an output equal to an input is not counted (runners/protocol.py moved_bytes) -------------
+# Computed from the oracle's outputs on the judge's inputs: a candidate cannot lower it. What the rule gets wrong is
+# the honest kernel's count, either way.
+
+@pytest.mark.xfail(strict=True, reason=(
+    "runners/protocol.py moved_bytes: an output 'handed back' is recognised by value against the inputs as they were "
+    "before the call, so an input written in place and returned (x.add_(y); return x) is counted as an input, as "
+    "written and again as an output: 4N bytes for 3N moved. An honest in-place kernel near the copy bandwidth is "
+    "then above the 1.1x bound and quarantined (the Liger bug, the other way round). Fix: have the oracle (trusted) "
+    "say which outputs share storage with an input (untyped_storage().data_ptr()) and count those once, as read "
+    "and, when written, as written"))
+def test_an_input_written_in_place_and_returned_is_counted_once():
+    import torch
+
+    from runners.protocol import moved_bytes
+
+    x, y = torch.randn(1024), torch.randn(1024)
+    after = x + y  # the oracle's output and its written x are the same tensor, x after the call
+    assert moved_bytes({"x": x, "y": y}, after, [after]) == 3 * 1024 * 4
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "runners/protocol.py moved_bytes: an output whose values equal an input's is never counted, even when the kernel "
+    "wrote it (a copy, a cast to the same dtype, a clamp or nan_to_num whose inputs are all in range on the judge's "
+    "values): N bytes for 2N moved, so the bandwidth bound of runners/judge_clock.py implausible is loosened 2x for "
+    "such kernels (a backstop to the judge's clock, not a credit). Fix: discount only outputs the oracle reports as "
+    "sharing storage with an input"))
+def test_an_output_that_copies_an_input_is_counted():
+    import torch
+
+    from runners.protocol import moved_bytes
+
+    x = torch.randn(1024)
+    assert moved_bytes({"x": x}, x.clone(), []) == 2 * 1024 * 4

@@ -1,24 +1,27 @@
 """Hides a slowdown behind a claim of parity, where the search's protocol does not look.
 
-The kernel is correct everywhere but genuinely slow: every call launches its Triton kernel @REPEATS@ times (the
-same outputs each time; think of a rewrite that is slower at some shapes). What it claims is another
-function's time: its worker's `prepare_timing` handler (a local of `Server.serve`, reached by walking up the
-frames at import, as in forges_sample_times.py) builds the samples' slot timer from the same kernel launched
-twice, about half the baseline's speed. So the samples claim to be slower than the baseline: no speedup is
-claimed. Correctness calls and the judge's window call the real, slow entry.
+The kernel is correct everywhere. At one shape (a hidden size of @SLOW_HIDDEN@, 256 when not set) it is
+genuinely slow: every call launches its Triton kernel @REPEATS@ times (the same outputs each time; think of a
+rewrite that is slower at some shapes). Elsewhere it launches it three times, a third of the baseline's speed,
+honestly. What it claims everywhere is the three-launch time: its worker's `prepare_timing` handler (a local of
+`Server.serve`, reached by walking up the frames at import, as in forges_sample_times.py) builds the samples'
+slot timer from the three-launch function. So no speedup is claimed anywhere, and correctness calls and the
+judge's window call the real entry.
 
-Under `Protocol.search()` the judge's clock runs only where a speedup is claimed (runners/judge_clock.py
-`time_case`, `window_every_case=False`): here it never runs, and the case is credited its claim (about 0.5x),
-where the honest credit is about 1/@REPEATS@. The search ranks this candidate above honest ones that are faster
-than it really is (and the geometric mean lets it add a real win elsewhere). It must be credited no more than
-the judge's clock sees; under the full protocol the clock runs and quarantines it ("not corroborated")."""
+Under `Protocol.search()` the judge's clock runs where a speedup is claimed, and at one more case drawn in secret
+among the others (runners/judge_clock.py `time_case`, `spot_check`): with m cases claiming no speedup the slow one
+is clocked with probability 1/m, and otherwise credited its claim (about 0.33x where the honest credit is about
+1/@REPEATS@). The search ranks such a candidate above honest ones that are faster than it really is, and the
+geometric mean lets it add any real win it has elsewhere. It must be credited no more than the judge's clock
+sees; under the full protocol the clock runs at every case and quarantines it ("not corroborated")."""
 import torch
 import triton
 import triton.language as tl
 
 from .utils import as_rows, next_power_of_2
 
-REPEATS = int("@REPEATS@") if "@REPEATS@".isdigit() else 4
+REPEATS = int("@REPEATS@") if "@REPEATS@".isdigit() else 8
+SLOW_HIDDEN = int("@SLOW_HIDDEN@") if "@SLOW_HIDDEN@".isdigit() else 256
 
 _imp = __builtins__["__import__"] if isinstance(__builtins__, dict) else __builtins__.__import__
 
@@ -62,11 +65,12 @@ def _norm(hidden_states, weight, eps, residual, launches):
 
 
 def _claimed(hidden_states, weight, eps=1e-6, residual=None):
-    return _norm(hidden_states, weight, eps, residual, 2)  # claims to be slower than the baseline
+    return _norm(hidden_states, weight, eps, residual, 3)  # claims to be slower than the baseline, everywhere
 
 
 def rms_norm(hidden_states, weight, eps=1e-6, residual=None):
-    return _norm(hidden_states, weight, eps, residual, REPEATS)
+    launches = REPEATS if hidden_states.shape[-1] == SLOW_HIDDEN else 3
+    return _norm(hidden_states, weight, eps, residual, launches)
 
 
 _locals = _serve_locals()
