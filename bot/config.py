@@ -19,7 +19,7 @@ from pydantic import (
     model_validator,
 )
 
-from runners.inputs import eval_dim
+from runners.shapes import eval_dim
 from runners.task import ArgSpec, Case, TaskSpec, Tolerance
 
 from .errors import UserError

@@ -19,7 +19,7 @@ from pathlib import Path
 import yaml
 
 from runners.extract import Extraction
-from runners.processes import SECRET_NAME
+from runners.isolation import SECRET_NAME
 
 from .config import CONFIG_PATH, KernelConfig, _line_of
 from .errors import UserError

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from runners.sandbox import SECRET_NAME
+from runners.isolation import SECRET_NAME
 
 from .target import Target
 

@@ -1,34 +1,12 @@
 """Inputs for one case, made by the harness from a seed the candidate never sees."""
 from __future__ import annotations
 
-import ast
-import operator
-
 import torch
 
 from .recorded import tensor as recorded_tensor
+from .shapes import eval_dim
 from .task import ArgSpec, Case
 
-_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv}
-
-
-def eval_dim(dim, symbols: dict) -> int:
-    """A shape entry: an int, a symbol (``H``) or a small expression of symbols (``2*I``, ``H//2``)."""
-    if isinstance(dim, int):
-        return dim
-
-    def ev(node):
-        if isinstance(node, ast.Constant) and isinstance(node.value, int):
-            return node.value
-        if isinstance(node, ast.Name):
-            if node.id not in symbols:
-                raise KeyError(f"shape symbol {node.id!r} has no value in this case")
-            return int(symbols[node.id])
-        if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
-            return _OPS[type(node.op)](ev(node.left), ev(node.right))
-        raise ValueError(f"unsupported shape expression {dim!r} (use ints, symbols, + - * //)")
-
-    return ev(ast.parse(str(dim), mode="eval").body)
 
 
 def case_shapes(args: list[ArgSpec], case: Case) -> dict[str, tuple[int, ...]]:

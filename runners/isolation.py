@@ -14,11 +14,15 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import signal
 import stat
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+# Environment names that may hold credentials: never passed to a worker, a test run or the target's code.
+SECRET_NAME = re.compile(r"TOKEN|SECRET|KEY|PASSWORD|CREDENTIAL|AUTH", re.IGNORECASE)
 
 UID_RANGE = (62000, 64999)
 

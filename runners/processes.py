@@ -21,14 +21,13 @@ import time
 from pathlib import Path
 
 from .backends import Backend, get_backend
-from .isolation import Isolation
+from .isolation import SECRET_NAME, Isolation
 from .task import BASELINE_DIR
 from .wire import Channel, PeerGone, WireError
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 _KEEP = re.compile(r"^(PATH|HOME|LANG|LC_\w+|TMPDIR|TERM|USER|LD_LIBRARY_PATH|CUDA_\w+|NVIDIA_\w+|TRITON_\w+|"
                    r"HIP_\w+|ROCR_\w+|MACA_\w+|OMP_NUM_THREADS|MKL_\w+|OPENBLAS_\w+|PYTORCH_\w+|XDG_CACHE_HOME)$")
-SECRET_NAME = re.compile(r"TOKEN|SECRET|KEY|PASSWORD|CREDENTIAL|AUTH", re.IGNORECASE)
 START_TIMEOUT = 180.0  # importing torch on a cold machine
 
 
@@ -194,12 +193,8 @@ class WorkerProcess:
         return f"exit code {code}"
 
     def close(self) -> None:
-        if self.alive():
-            try:
-                self.channel.send({"op": "exit"})
-                self.proc.wait(timeout=5)
-            except (OSError, subprocess.TimeoutExpired):
-                pass
+        """Ended, not asked: a worker keeps nothing worth a goodbye, and waiting for one (a spare still importing
+        torch, say) cost up to 5 s a worker."""
         self.kill()
         self.channel.close()
         if self._log_fd is not None:
