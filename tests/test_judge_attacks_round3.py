@@ -81,23 +81,24 @@ def _judge(bundle, tmp_path, runs: list[tuple[str, str, int]], cases: list[dict]
 
 
 # ---- 1. a slowdown hidden behind a claim of parity, where the search's clock does not run ----------------------
-REPEATS = 32  # at its slow shape the cheat's kernel runs 32 times per call: honest credit there about 1/32
+REPEATS = 24  # at its slow shape the cheat's kernel runs 24 times per call: honest credit there about 1/24
 _PARITY_CASES = [{"T": 3, "H": 256}, {"T": 2, "H": 128}, {"T": 5, "H": 96, "residual": True},
                  {"T": 4, "H": 64, "residual": True}]  # the first is the slow one (H 256)
 
 
-def _seed_whose_spot_check_misses(slow: int, unclocked: int) -> int:
-    """A seed for which the screening's secret spot check draws another case than ``slow`` (as
-    runners/judge_clock.py `spot_check` draws today; the judge's secret is the evaluation's seed)."""
+def _seed_whose_spot_check_misses_the_first(cases: int) -> int:
+    """A seed for which the screening's secret spot check draws another case than the first, however many of the
+    cases end up claiming no speedup (as runners/judge_clock.py `spot_check` draws today; the judge's secret is the
+    evaluation's seed, and the first case is the first of those not clocked)."""
     from runners.protocol import trial_seed
 
-    return next(s for s in range(1, 1000) if trial_seed(s, 90_000, unclocked) % unclocked != slow)
+    return next(s for s in range(1, 10_000) if all(trial_seed(s, 90_000, m) % m for m in range(2, cases + 1)))
 
 
 @pytest.fixture(scope="module")
 def parity_claims(rms_bundle, tmp_path_factory) -> dict:
     source = _source("claims_parity_where_slower.py", REPEATS=str(REPEATS), SLOW_HIDDEN="256")
-    seed = _seed_whose_spot_check_misses(0, len(_PARITY_CASES))
+    seed = _seed_whose_spot_check_misses_the_first(len(_PARITY_CASES))
     search, verify = _judge(rms_bundle, tmp_path_factory.mktemp("parity"),
                             [(source, "search", seed), (source, "verify", seed)], cases=_PARITY_CASES)
     return {"search": search, "verify": verify}
@@ -105,7 +106,7 @@ def parity_claims(rms_bundle, tmp_path_factory) -> dict:
 
 def test_a_hidden_slowdown_is_quarantined_by_the_full_protocol(parity_claims):
     """Control: the full protocol runs the judge's clock at every case; the pass it times at the slow shape is the
-    real entry (32 launches a call), so the claim there is not corroborated."""
+    real entry (24 launches a call), so the claim there is not corroborated."""
     ev = parity_claims["verify"]
     assert ev["protocol"] == "verify", ev
     assert not ev["ok"] and ev["stage"] == "timing" and "not corroborated" in ev["error"], ev
@@ -114,9 +115,9 @@ def test_a_hidden_slowdown_is_quarantined_by_the_full_protocol(parity_claims):
 @pytest.mark.xfail(strict=True, reason=(
     "runners/judge_clock.py time_case/spot_check: under Protocol.search() the judge's clock runs where a speedup is "
     "claimed and at ONE case drawn in secret among the m cases claiming none; the others are credited the "
-    "candidate's own claim. Here all four cases claim about 0.33x (the worker times a three-launch function), the "
-    "entry is honest at three of them and 32x slower at the fourth (honest credit about 0.03x): the slow case is "
-    "clocked with probability 1/4, and with this seed the draw is another case, so the slowdown is credited 0.33x. "
+    "candidate's own claim. Here all four cases claim about 0.25x (the worker times a four-launch function), the "
+    "entry is honest at three of them and 6x slower at the fourth (honest credit about 0.04x): the slow case is "
+    "clocked with probability 1/4, and with this seed the draw is another case, so the slowdown is credited 0.25x. "
     "Over a search the cheat wins (m-1)/m of its evaluations: it is ranked above honest candidates (and the "
     "geometric mean adds any real win it has elsewhere); bot/optimize.py now re-verifies up to three candidates, "
     "so it costs a verification, not the run. Fix: clock every case claiming no speedup too, with one short round "
@@ -126,8 +127,8 @@ def test_a_hidden_slowdown_is_quarantined_by_the_full_protocol(parity_claims):
 def test_the_search_does_not_credit_a_hidden_slowdown(parity_claims):
     ev = parity_claims["search"]
     assert ev["protocol"] == "search", ev
-    caught = not ev["ok"] and ev["stage"] == "timing"
-    assert caught or ev["speedups"][0] is not None and ev["speedups"][0] <= 0.15, json.dumps(ev)
+    caught = not ev["ok"] and ev["stage"] == "timing" and ev["error"].startswith("T=3,H=256")  # at the slow case
+    assert caught or ev["speedups"][0] is not None and ev["speedups"][0] <= 0.12, json.dumps(ev)
 
 
 # ---- 2. the judge's file reader and a symlink loop --------------------------------------------------------------
@@ -170,7 +171,7 @@ def one_case_runs(rms_bundle, tmp_path_factory) -> dict:
     "with start_new_session=True is outside that group and keeps running; it watches /proc/<worker>/stat and burns "
     "the machine exactly while its worker shows state T, i.e. while the oracle's samples and window rounds run. "
     "The oracle's claims, its pass and the judge's wall clock of it grow together, so the honest kernel's fake "
-    "speedup (about 1.7-2x on this stand-in) is corroborated, under the full protocol too: it would reach a "
+    "speedup (1.7x to 3x on this stand-in) is corroborated, under the full protocol too: it would reach a "
     "report. The uid wall does not help: leftovers are killed by uid only at the end of the evaluation. Fix: "
     "freeze every process of the candidate (a cgroup v2 freezer per candidate worker: write 1 to cgroup.freeze "
     "and wait for 'frozen 1' in cgroup.events; with the uid wall, kill(-1, SIGSTOP) from a helper running as the "

@@ -2,15 +2,15 @@
 
 The kernel is correct everywhere. At one shape (a hidden size of @SLOW_HIDDEN@, 256 when not set) it is
 genuinely slow: every call launches its Triton kernel @REPEATS@ times (the same outputs each time; think of a
-rewrite that is slower at some shapes). Elsewhere it launches it three times, a third of the baseline's speed,
-honestly. What it claims everywhere is the three-launch time: its worker's `prepare_timing` handler (a local of
+rewrite that is slower at some shapes). Elsewhere it launches it four times, a quarter of the baseline's speed,
+honestly. What it claims everywhere is the four-launch time: its worker's `prepare_timing` handler (a local of
 `Server.serve`, reached by walking up the frames at import, as in forges_sample_times.py) builds the samples'
-slot timer from the three-launch function. So no speedup is claimed anywhere, and correctness calls and the
+slot timer from the four-launch function. So no speedup is claimed anywhere, and correctness calls and the
 judge's window call the real entry.
 
 Under `Protocol.search()` the judge's clock runs where a speedup is claimed, and at one more case drawn in secret
 among the others (runners/judge_clock.py `time_case`, `spot_check`): with m cases claiming no speedup the slow one
-is clocked with probability 1/m, and otherwise credited its claim (about 0.33x where the honest credit is about
+is clocked with probability 1/m, and otherwise credited its claim (about 0.25x where the honest credit is about
 1/@REPEATS@). The search ranks such a candidate above honest ones that are faster than it really is, and the
 geometric mean lets it add any real win it has elsewhere. It must be credited no more than the judge's clock
 sees; under the full protocol the clock runs at every case and quarantines it ("not corroborated")."""
@@ -65,11 +65,11 @@ def _norm(hidden_states, weight, eps, residual, launches):
 
 
 def _claimed(hidden_states, weight, eps=1e-6, residual=None):
-    return _norm(hidden_states, weight, eps, residual, 3)  # claims to be slower than the baseline, everywhere
+    return _norm(hidden_states, weight, eps, residual, 4)  # claims to be slower than the baseline, everywhere
 
 
 def rms_norm(hidden_states, weight, eps=1e-6, residual=None):
-    launches = REPEATS if hidden_states.shape[-1] == SLOW_HIDDEN else 3
+    launches = REPEATS if hidden_states.shape[-1] == SLOW_HIDDEN else 4
     return _norm(hidden_states, weight, eps, residual, launches)
 
 
