@@ -5,13 +5,13 @@ starts a helper in a session of its own (`start_new_session=True`: out of its wo
 watches its worker's state in `/proc/<worker>/stat`. The judge stops the candidate's worker (SIGSTOP to its
 process group, runners/judge_clock.py `_alone`, runners/processes.py `WorkerProcess.pause`) exactly while it
 measures the oracle: its samples and its window rounds. Whenever the worker shows state `T`, the helper burns
-the machine (here four spinning processes, a session each, on the CPU the timed stand-in measures; on a GPU, copies on a CUDA
-context of its own), and stops when the worker runs again. The oracle's samples, its own event time of its pass
-and its wall time by the judge's clock all grow together; the candidate's honest times look faster by the same
-factor; every check agrees with every other, under the search protocol and the full one alike. A fake speedup
-that reaches a report. It must be refused: pause every process of the candidate (a cgroup freezer, or every
-process of its uid and session), not only its worker's process group; or hold the oracle's times against its
-times measured with no candidate alive.
+the machine (on a GPU, copies on a CUDA context of its own; without one, four spinning processes, a session
+each, on the CPU the timed stand-in measures), and stops when the worker runs again. The oracle's samples, its
+own event time of its pass and its wall time by the judge's clock all grow together; the candidate's honest
+times look faster by the same factor; every check agrees with every other, under the search protocol and the
+full one alike. A fake speedup that reaches a report. It must be refused: pause every process of the candidate
+(a cgroup freezer, or every process of its uid and session), not only its worker's process group; or hold the
+oracle's times against its times measured with no candidate alive.
 
 The helpers end themselves when the worker is gone (they are not the judge's to kill as root without the uid
 wall: that is tests/cheats/escapes_the_process_group.py's hole). Committed inert: tests replace @ARMED@."""
@@ -26,12 +26,19 @@ _imp = __builtins__["__import__"] if isinstance(__builtins__, dict) else __built
 _HELPER = r"""
 import os, sys, time
 worker = int(sys.argv[1])
-os.fork()
-os.fork()  # four spinners: more than the cores of a small machine
-try:
-    os.setsid()  # a session each: the scheduler shares the CPU between sessions (autogroup), not processes
-except OSError:
-    pass
+gpu = sys.argv[2] == "cuda"
+if gpu:  # one process, copies on a CUDA context of its own (the GPU time-slices between contexts)
+    import torch
+    a = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    b = torch.empty_like(a)
+else:
+    os.fork()
+    os.fork()  # four spinners: more than the cores of a small machine
+    try:
+        os.setsid()  # a session each: the scheduler shares the CPU between sessions (autogroup), not processes
+    except OSError:
+        pass
+
 
 def state():
     try:
@@ -40,14 +47,21 @@ def state():
     except OSError:
         return None
 
+
+def burn():
+    end = time.perf_counter() + 0.01
+    while time.perf_counter() < end:
+        if gpu:
+            b.copy_(a)
+            torch.cuda.synchronize()
+
+
 while True:
     s = state()
     if s is None or s == "Z":
         break
     if s == "T":
-        end = time.perf_counter() + 0.01
-        while time.perf_counter() < end:
-            pass
+        burn()
     else:
         time.sleep(0.002)
 """
@@ -84,7 +98,8 @@ def rms_norm(hidden_states, weight, eps=1e-6, residual=None):
 def _start_helper() -> None:
     os, sys = _imp("os"), _imp("sys")
     if "@ARMED@" == "armed":  # committed inert; the test arms it
-        _imp("subprocess").Popen([sys.executable, "-c", _HELPER, str(os.getpid())], start_new_session=True,
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        _imp("subprocess").Popen([sys.executable, "-c", _HELPER, str(os.getpid()), device], start_new_session=True,
                                  stdin=-3, stdout=-3, stderr=-3)  # DEVNULL
 
 
