@@ -18,6 +18,7 @@ import re
 import signal
 import stat
 import sys
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -158,16 +159,69 @@ class Isolation:
 
     @staticmethod
     def kill_leftovers(uid: int | None) -> int:
-        """Kill every process of a finished candidate's user (children that escaped); returns how many."""
+        """Kill every process of a finished candidate's user (children that escaped); returns how many were seen.
+        A process that keeps starting a copy of itself and exiting is never where one pass over /proc looks, so
+        the kill is ``kill(-1, SIGKILL)`` sent by a short-lived process running as that user (the kernel signals
+        every process of the user at once, under its task-list lock), repeated until a pass finds none."""
         if uid is None:
             return 0
-        killed = 0
-        for status in Path("/proc").glob("[0-9]*/status"):
+        seen = 0
+        for _ in range(5):
+            pids = uid_processes(uid)
+            if not pids:
+                break
+            seen += len(pids)
+            if os.geteuid() == 0:
+                _kill_all_as(uid)
+            for pid in pids:  # and directly, for what the user's own kill could not reach
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+        return seen
+
+    @staticmethod
+    def signal_user(uid: int | None, sig: int) -> None:
+        """Send ``sig`` to every process of a candidate's user (two passes over /proc, the second for what the
+        first let fork): pausing a candidate stops what it started in sessions of its own too."""
+        if uid is None:
+            return
+        for _ in range(2):
+            for pid in uid_processes(uid):
+                try:
+                    os.kill(pid, sig)
+                except OSError:
+                    pass
+
+
+def uid_processes(uid: int) -> list[int]:
+    """Pids of the processes whose effective user is ``uid`` (the owner of /proc/PID)."""
+    pids = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
             try:
-                uid_line = next(line for line in status.read_text().splitlines() if line.startswith("Uid:"))
-                if int(uid_line.split()[1]) == uid:
-                    os.kill(int(status.parent.name), signal.SIGKILL)
-                    killed += 1
-            except (OSError, ValueError, StopIteration, IndexError):
+                if os.stat(f"/proc/{name}").st_uid == uid:
+                    pids.append(int(name))
+            except OSError:
                 continue
-        return killed
+    return pids
+
+
+def _kill_all_as(uid: int) -> None:
+    """``kill(-1, SIGKILL)`` from a forked child that becomes ``uid``: every process of that user at once. The
+    child only makes system calls before ``_exit`` (no interpreter, which other users may not be able to run)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads: the child runs no Python code
+        pid = os.fork()
+    if pid == 0:
+        try:
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+            os.kill(-1, signal.SIGKILL)
+        finally:
+            os._exit(0)
+    try:
+        os.waitpid(pid, 0)
+    except ChildProcessError:
+        pass

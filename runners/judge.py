@@ -18,6 +18,7 @@ into plain tensors (runners/wire.py). The steps, per evaluation:
 """
 from __future__ import annotations
 
+import os
 import shutil
 import time
 from dataclasses import dataclass
@@ -57,12 +58,28 @@ class Exchange:
 
 def clear_folder(folder: Path) -> None:
     """Empty a folder a worker may have written: files, and whatever else was left there (folders, FIFOs,
-    links), so that nothing planted jams a later evaluation."""
-    for p in folder.iterdir():
-        if p.is_dir() and not p.is_symlink():
-            shutil.rmtree(p, ignore_errors=True)
-        else:
-            p.unlink(missing_ok=True)
+    links), so that nothing planted jams a later evaluation. Everything goes through a descriptor of the folder
+    opened without following a link: a worker that swapped its outbox for a link to another folder made the
+    judge empty that folder instead (tests/test_judge_attacks_round3.py). Such a link is removed, never entered."""
+    nofollow = getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | nofollow)
+    except OSError:
+        if os.path.islink(folder):
+            os.unlink(folder)  # a link planted in place of the folder: gone, and nothing it pointed at touched
+            os.mkdir(folder, 0o755)
+        return
+    try:
+        for entry in os.scandir(fd):
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(entry.name, dir_fd=fd, ignore_errors=True)
+                else:
+                    os.unlink(entry.name, dir_fd=fd)
+            except FileNotFoundError:
+                pass
+    finally:
+        os.close(fd)
 
 
 class Judge(TimingSteps):

@@ -234,7 +234,7 @@ class TimingSteps:
                                     f"timing not corroborated, quarantined")
         # Within the allowance, a speedup counts only as far as the judge's clock saw it (plus its tolerance):
         # what the clock cannot resolve is never credited to the candidate.
-        cap = max(1.0, verdict.judge_speedup * (1 + p.corroboration_tolerance)) if verdict.resolved else 1.0
+        cap = credit_cap(verdict, p.corroboration_tolerance)
         if verdict.claimed > cap:
             result.claimed_us = result.candidate_us
             result.candidate_us = result.baseline_us / cap
@@ -321,6 +321,13 @@ def corroborate(walls_b: list[float], passes_b: list[float], walls_c: list[float
     allowed = tolerance + (shave + noise) / pass_b
     claimed = baseline_us / candidate_us if candidate_us else float("inf")
     return Corroboration(claimed, judge_speedup, allowed, claimed <= judge_speedup * (1 + allowed), resolved)
+
+
+def credit_cap(verdict: Corroboration, tolerance: float) -> float:
+    """The most speedup a case is credited: what the judge's clock saw, plus its tolerance, where the clock
+    resolves the size (below 1.0x too: a floor of 1.0 let a case the clock saw at 0.87x be credited parity within
+    the allowance); 1.0 where it cannot."""
+    return verdict.judge_speedup * (1 + tolerance) if verdict.resolved else 1.0
 
 
 def _share(kernels: list, names: set | None) -> float | None:

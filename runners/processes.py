@@ -167,6 +167,10 @@ class WorkerProcess:
                 os.killpg(self.proc.pid, sig)
             except (ProcessLookupError, PermissionError):
                 pass
+        # Behind the uid wall, everything of the candidate's user: a helper it started in a session of its own is
+        # outside the worker's group, and could load the machine exactly while the oracle is timed. (As the
+        # judge's own user this cannot be told apart from the judge: tests/test_judge_attacks_round3.py.)
+        Isolation.signal_user(self.uid, sig)
 
     def alive(self) -> bool:
         return self.proc.poll() is None

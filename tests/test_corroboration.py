@@ -1,6 +1,7 @@
 """The judge's clock against claimed times, on wall times like those measured on the H200
 (bench/results/evaluator-h200/diag.txt): an honest candidate passes, a forged claim is quarantined."""
 from runners.judge import corroborate
+from runners.judge_clock import Corroboration, credit_cap
 
 MS = 1000.0  # the judge works in microseconds
 
@@ -59,3 +60,11 @@ def test_only_what_a_worker_could_skip_widens_the_allowance():
     assert honest.ok and honest.resolved and honest.allowed < 0.2
     forged = corroborate(*args, 38.6, 38.6 / 3.2, 0.05, 150, shaveable_b=walls(1.5, 1.5, 1.5))
     assert not forged.ok
+
+
+def test_the_credit_follows_the_clock_below_parity_too():
+    """A case the clock resolves at 0.87x is credited at most 0.87 x 1.05, not parity within the allowance."""
+    seen_slower = Corroboration(claimed=1.0, judge_speedup=0.87, allowed=0.2, ok=True, resolved=True)
+    assert abs(credit_cap(seen_slower, 0.05) - 0.9135) < 1e-9
+    assert credit_cap(Corroboration(1.3, 1.25, 0.1, True, True), 0.05) == 1.25 * 1.05
+    assert credit_cap(Corroboration(1.3, 0.5, 0.1, True, resolved=False), 0.05) == 1.0
