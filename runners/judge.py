@@ -165,7 +165,7 @@ class Judge(TimingSteps):
                 raise Refusal("correctness", f"trial {trial}: input `{reply['modified'][0]}` was modified, but the "
                                              f"spec does not list it as written")
             if trial == 0:
-                result.bytes_moved = moved_bytes(inputs, ref, list(ref_written.values()))
+                result.bytes_moved = moved_bytes(inputs, ref, list(ref_written.values()), ref_reply.get("aliased"))
                 result.output_scale = output_scale(ref)
                 result.launched = list(reply.get("launched", []))
                 result.autotune = dict(reply.get("pinned", {}))

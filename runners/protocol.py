@@ -64,11 +64,12 @@ def nbytes_of(values) -> int:
     return values.numel() * values.element_size() if isinstance(values, torch.Tensor) else 0
 
 
-def moved_bytes(inputs: dict, outputs, written: list) -> int:
-    """Bytes a call reads and writes, about: its inputs, its outputs and what it writes in place. An output equal
-    to an input, value for value and of the same dtype (in any shape), is that input handed back (``return a, b, c``
-    after writing ``c``): it moved nothing, and counting it twice would put an honest kernel above the
-    bandwidth bound."""
+def moved_bytes(inputs: dict, outputs, written: list, aliased: list | None = None) -> int:
+    """Bytes a call reads and writes, about: its inputs, its outputs and what it writes in place. An output that
+    shares memory with an input (``return a, b, c`` with ``a`` and ``b`` the inputs, or ``x.add_(y); return x``) is
+    that input handed back and is not counted again: ``aliased``, one flag per output tensor, is what the trusted
+    oracle says of its own outputs. Without it, an output equal to an input value for value is taken for one (an
+    honest Liger kernel read 7 TB/s, above the bandwidth bound, when its inputs handed back were counted)."""
     ins = [v for v in inputs.values() if isinstance(v, torch.Tensor)]
 
     def flat(v) -> list:
@@ -80,7 +81,12 @@ def moved_bytes(inputs: dict, outputs, written: list) -> int:
         return any(t.numel() == x.numel() and t.dtype == x.dtype and t.device == x.device
                    and torch.equal(t.reshape(-1), x.reshape(-1)) for x in ins)
 
-    return nbytes_of(ins) + sum(nbytes_of(t) for t in flat(outputs) if not passed_through(t)) + nbytes_of(written)
+    outs = flat(outputs)
+    if isinstance(aliased, list) and len(aliased) == len(outs) and all(type(a) is bool for a in aliased):
+        counted = [t for t, a in zip(outs, aliased) if not a]
+    else:
+        counted = [t for t in outs if not passed_through(t)]
+    return nbytes_of(ins) + sum(nbytes_of(t) for t in counted) + nbytes_of(written)
 
 
 class Refusal(Exception):

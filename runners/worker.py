@@ -35,6 +35,18 @@ from .timing import (
 from .wire import Channel, decode_value, encode_value, read_tensor
 
 
+def aliased_outputs(out, kwargs: dict) -> list[bool]:
+    """For each output tensor (flattened, in order): does it share memory with an input (an input handed back,
+    or written in place and returned)? Only the oracle's answer is used (bytes moved, runners/protocol.py)."""
+    storages = {v.untyped_storage().data_ptr() for v in kwargs.values() if isinstance(v, torch.Tensor)}
+
+    def flat(v):
+        return [t for x in v for t in flat(x)] if isinstance(v, (tuple, list)) else [v]
+
+    return [isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() in storages for t in flat(out)
+            if isinstance(t, torch.Tensor)]
+
+
 def short_traceback(exc: BaseException, limit: int = 14) -> str:
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     return "\n".join(text.strip().splitlines()[-limit:])
@@ -134,7 +146,8 @@ class Server:
         modified = [n for n, t in before.items() if n not in req.get("written", []) and not torch.equal(t, kwargs[n])]
         reply = {"ok": True, "out": encode_value(self.outbox, f"{tag}-out", out), "written": written,
                  "out_sum": commitments([out])[0], "input_sums": {k: commitments([v])[0] for k, v in before.items()},
-                 "modified": modified, "launched": sorted({f"{m}:{k}" for m, k in launched}), "pinned": pinned}
+                 "modified": modified, "launched": sorted({f"{m}:{k}" for m, k in launched}), "pinned": pinned,
+                 "aliased": aliased_outputs(out, kwargs)}
         if self.module is not None:
             reply["autotune"] = launches.autotune_state(self.module)
         return reply
