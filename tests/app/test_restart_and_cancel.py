@@ -39,5 +39,6 @@ def test_restart_mid_job(serve, stub, remote):
     job = finished(svc2, 3)
     assert job.state == "cancelled" and "cancelled during stage search" in job.reason
     assert job.done_count < 50 and len(stub.pulls) == 2
-    assert "**cancelled**" in stub.comments[job.status_comment_id].body
+    # the state is recorded before the status comment is edited (hooks.finished): wait for the edit
+    wait_for(lambda: "**cancelled**" in stub.comments[job.status_comment_id].body, what="the cancelled status")
     assert any("cancelling 1 job(s): 3" in c.body for c in stub.comments_on(1))
