@@ -92,6 +92,8 @@ class Judge(TimingSteps):
         self.package = package
         self.autotune: dict = {}
         self.defines_kernel = True  # the module defines a @triton.jit function (set by the evaluator)
+        self.spent: dict[str, float] = {}  # seconds per part of the timing phase (``timing.*`` in the phases)
+        self.unclocked: list = []  # screening: (case, index, result) sampled without the judge's clock
 
     # ---- helpers ------------------------------------------------------------------------------------------
     def _decode(self, worker, meta, max_bytes: int):
@@ -180,11 +182,11 @@ def claimed_faster(results: list[CaseResult]) -> set[int]:
     return {i for i, r in enumerate(results) if r.speedup is not None and r.speedup > 1.0}
 
 
-def profiled_cases(results: list[CaseResult], cases: list[Case], every: bool) -> list[int]:
+def profiled_cases(faster: set[int], count: int, every: bool) -> list[int]:
     """Where the own-kernel share is taken: every case (torch may hide at any size), or, while screening, the
     cases where the candidate claims a speedup (elsewhere it gains nothing; the champion is re-run with every
     case profiled)."""
-    return list(range(len(cases))) if every else sorted(claimed_faster(results))
+    return list(range(count)) if every else sorted(faster)
 
 
 def evaluate(judge: Judge, cases: list[Case], secret: int, trials: int, time_it: bool, reference: bool,
@@ -218,13 +220,14 @@ def evaluate(judge: Judge, cases: list[Case], secret: int, trials: int, time_it:
                     phase("torch.compile")
             judge.spot_check(secret)
             phase("timing")
-            for index in profiled_cases(ev.cases, cases, judge.p.profile_every_case):
+            faster = claimed_faster(ev.cases)
+            for index in profiled_cases(faster, len(cases), judge.p.profile_every_case):
                 judge.own_kernel_share(cases[index], index, secret, ev.cases[index])
             judge.release()
             phase("profile")
             # A candidate that behaves while checked and cuts corners once the calls pile up is caught here (while
             # screening, only a candidate that claims a speedup somewhere has anything to gain from that).
-            if judge.p.window_every_case or claimed_faster(ev.cases):
+            if judge.p.window_every_case or faster:
                 for index, case in enumerate(cases):
                     judge.check_case(case, index, secret + 1, 1, CaseResult(case=case.id))
             phase("recheck")
@@ -246,7 +249,7 @@ def evaluate(judge: Judge, cases: list[Case], secret: int, trials: int, time_it:
             ev.error = f"{current.case}: {refusal.reason}"
             current.message = refusal.reason
     finally:
-        for name, seconds in getattr(judge, "spent", {}).items():
+        for name, seconds in judge.spent.items():
             ev.phases[f"timing.{name}"] = seconds
         try:
             judge.exchange.clear()

@@ -36,8 +36,7 @@ class TimingSteps:
         try:
             yield
         finally:
-            spent = self.__dict__.setdefault("spent", {})
-            spent[name] = spent.get(name, 0.0) + time.perf_counter() - t0
+            self.spent[name] = self.spent.get(name, 0.0) + time.perf_counter() - t0
 
     def _per_call_bytes(self, case: Case) -> int:
         shapes = case_shapes(self.spec.args, case)
@@ -83,7 +82,7 @@ class TimingSteps:
             # Screening: no speedup is claimed here. The claim is the worker's, though, and a slowdown can hide
             # behind a claim of parity: one such case per evaluation, picked in secret, is clocked after all
             # cases are sampled (``spot_check``).
-            self.__dict__.setdefault("unclocked", []).append((case, index, result))
+            self.unclocked.append((case, index, result))
             return
         with self._spent("window"):
             self._corroborate(case, index, secret, result)
@@ -92,15 +91,13 @@ class TimingSteps:
         """Screening: the judge's clock at one of the cases where no speedup was claimed, chosen from the secret
         (a worker that claims parity where it is slower is quarantined when its case is drawn, and cannot tell
         which will be); the other unclocked cases say so."""
-        unclocked = self.__dict__.get("unclocked", [])
-        if not unclocked:
+        if not self.unclocked:
             return
-        pick = trial_seed(secret, 90_000, len(unclocked)) % len(unclocked)
-        for k, (_, _, result) in enumerate(unclocked):
+        pick = trial_seed(secret, 90_000, len(self.unclocked)) % len(self.unclocked)
+        for k, (_, _, result) in enumerate(self.unclocked):
             if k != pick:
-                result.message = (result.message + " " if result.message else "") + \
-                    "judge's clock: not run (no speedup claimed; another case was spot-checked)"
-        case, index, result = unclocked[pick]
+                result.add_message("judge's clock: not run (no speedup claimed; another case was spot-checked)")
+        case, index, result = self.unclocked[pick]
         with self._spent("window"):
             self._corroborate(case, index, secret, result)
 
@@ -226,7 +223,7 @@ class TimingSteps:
             result.judge_us = result.baseline_us / verdict.judge_speedup
             result.judge_ratio = result.judge_us / result.candidate_us if result.candidate_us else None
         else:  # the clock could not resolve this size: no number of its own, and no credit beyond 1.0x below
-            result.message = (result.message + " " if result.message else "") + "judge's clock: unresolved at this size"
+            result.add_message("judge's clock: unresolved at this size")
         if not verdict.ok:
             raise Refusal("timing", f"{case.id}: the candidate's claimed speedup {verdict.claimed:.3f}x is above what "
                                     f"the judge's clock saw, {verdict.judge_speedup:.3f}x over {count} calls on fresh "

@@ -68,25 +68,14 @@ def moved_bytes(inputs: dict, outputs, written: list, aliased: list | None = Non
     """Bytes a call reads and writes, about: its inputs, its outputs and what it writes in place. An output that
     shares memory with an input (``return a, b, c`` with ``a`` and ``b`` the inputs, or ``x.add_(y); return x``) is
     that input handed back and is not counted again: ``aliased``, one flag per output tensor, is what the trusted
-    oracle says of its own outputs. Without it, an output equal to an input value for value is taken for one (an
-    honest Liger kernel read 7 TB/s, above the bandwidth bound, when its inputs handed back were counted)."""
-    ins = [v for v in inputs.values() if isinstance(v, torch.Tensor)]
+    oracle says of its own outputs (runners/worker.py ``aliased_outputs``); without it every output counts. (An
+    honest Liger kernel read 7 TB/s, above the bandwidth bound, when its inputs handed back were counted.)"""
+    from .compare import flatten
 
-    def flat(v) -> list:
-        if isinstance(v, (list, tuple)):
-            return [t for x in v for t in flat(x)]
-        return [v] if isinstance(v, torch.Tensor) else []
-
-    def passed_through(t: torch.Tensor) -> bool:  # the same values, in any shape (``a.view(-1, n)`` handed back)
-        return any(t.numel() == x.numel() and t.dtype == x.dtype and t.device == x.device
-                   and torch.equal(t.reshape(-1), x.reshape(-1)) for x in ins)
-
-    outs = flat(outputs)
-    if isinstance(aliased, list) and len(aliased) == len(outs) and all(type(a) is bool for a in aliased):
-        counted = [t for t, a in zip(outs, aliased) if not a]
-    else:
-        counted = [t for t in outs if not passed_through(t)]
-    return nbytes_of(ins) + sum(nbytes_of(t) for t in counted) + nbytes_of(written)
+    outs = [t for t in flatten(outputs) if isinstance(t, torch.Tensor)]
+    if not (isinstance(aliased, list) and len(aliased) == len(outs) and all(type(a) is bool for a in aliased)):
+        aliased = [False] * len(outs)
+    return nbytes_of(inputs) + sum(nbytes_of(t) for t, a in zip(outs, aliased) if not a) + nbytes_of(written)
 
 
 class Refusal(Exception):

@@ -50,6 +50,9 @@ class CaseResult:
     output_scale: float | None = None  # median |value| of the oracle's floating outputs (trial 0): what atol is
     # read against (an atol above it accepts outputs that are entirely wrong)
 
+    def add_message(self, text: str) -> None:
+        self.message = f"{self.message} {text}" if self.message else text
+
     @property
     def speedup(self) -> float | None:
         if self.baseline_us and self.candidate_us:

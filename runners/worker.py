@@ -23,6 +23,7 @@ import torch
 import triton
 
 from . import launches
+from .compare import flatten
 from .inputs import SlotBank, strided
 from .task import ArgSpec, Case
 from .timing import (
@@ -39,12 +40,7 @@ def aliased_outputs(out, kwargs: dict) -> list[bool]:
     """For each output tensor (flattened, in order): does it share memory with an input (an input handed back,
     or written in place and returned)? Only the oracle's answer is used (bytes moved, runners/protocol.py)."""
     storages = {v.untyped_storage().data_ptr() for v in kwargs.values() if isinstance(v, torch.Tensor)}
-
-    def flat(v):
-        return [t for x in v for t in flat(x)] if isinstance(v, (tuple, list)) else [v]
-
-    return [isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() in storages for t in flat(out)
-            if isinstance(t, torch.Tensor)]
+    return [t.untyped_storage().data_ptr() in storages for t in flatten(out) if isinstance(t, torch.Tensor)]
 
 
 def short_traceback(exc: BaseException, limit: int = 14) -> str:

@@ -5,7 +5,7 @@ import dataclasses
 import pytest
 from conftest import CHEATS
 
-from runners.judge import profiled_cases
+from runners.judge import claimed_faster, profiled_cases
 from runners.protocol import Protocol
 from runners.results import CaseResult
 from runners.task import Case
@@ -28,9 +28,10 @@ def test_screening_profiles_only_where_a_speedup_is_claimed():
     cases = [Case(symbols={"T": n}, dtype="float16") for n in (512, 1, 4096, 64)]
     results = [CaseResult(case=str(n), baseline_us=b, candidate_us=c)
                for n, b, c in ((512, 10.0, 9.0), (1, 2.0, 2.5), (4096, 50.0, 60.0), (64, 3.0, 3.0))]
-    assert profiled_cases(results, cases, False) == [0]
-    assert profiled_cases(results, cases, True) == [0, 1, 2, 3]
-    assert profiled_cases(results[1:], cases[1:], False) == []  # no speedup claimed: nothing to profile
+    assert claimed_faster(results) == {0}
+    assert profiled_cases(claimed_faster(results), len(cases), False) == [0]
+    assert profiled_cases(claimed_faster(results), len(cases), True) == [0, 1, 2, 3]
+    assert profiled_cases(claimed_faster(results[1:]), len(cases) - 1, False) == []  # no claim: nothing to profile
 
 
 def test_an_unknown_protocol_is_an_error(rms_evaluator):
@@ -53,14 +54,21 @@ def test_an_input_handed_back_is_not_counted_as_moved_bytes():
     import torch
 
     from runners.protocol import moved_bytes
+    from runners.worker import aliased_outputs
 
     a, b = torch.randn(4, 8), torch.randn(4, 8)
     c = a * b
-    assert moved_bytes({"a": a, "b": b}, (a.clone(), b.clone(), c), []) == 3 * 4 * 8 * 4
-    assert moved_bytes({"a": a, "b": b}, c, []) == 3 * 4 * 8 * 4
-    assert moved_bytes({"a": a, "b": b}, (a.view(2, 16), b.view(-1), c), []) == 3 * 4 * 8 * 4  # views of the inputs
-    assert moved_bytes({"a": a, "b": b}, (c, c + 1), [a]) == 5 * 4 * 8 * 4
-    assert moved_bytes({"a": a, "n": 3}, a.half(), []) == 4 * 8 * 4 + 4 * 8 * 2  # another dtype is another tensor
+    ins = {"a": a, "b": b}
+
+    def moved(out, written, kwargs=ins):  # as the judge counts it: with the oracle's aliasing flags
+        return moved_bytes(kwargs, out, written, aliased_outputs(out, kwargs))
+
+    assert moved((a, b, c), []) == 3 * 4 * 8 * 4
+    assert moved(c, []) == 3 * 4 * 8 * 4
+    assert moved((a.view(2, 16), b.view(-1), c), []) == 3 * 4 * 8 * 4  # views of the inputs
+    assert moved((c, c + 1), [a]) == 5 * 4 * 8 * 4
+    assert moved(a.half(), [], {"a": a, "n": 3}) == 4 * 8 * 4 + 4 * 8 * 2  # another dtype is another tensor
+    assert moved_bytes(ins, (a.clone(), c), []) == 4 * 4 * 8 * 4  # no flags from the oracle: every output counts
 
 
 def test_a_spare_started_in_a_search_thread_outlives_the_thread(rms_evaluator):
