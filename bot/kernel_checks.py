@@ -19,7 +19,7 @@ from pathlib import Path
 import yaml
 
 from runners.extract import Extraction
-from runners.isolation import SECRET_NAME
+from runners.isolation import without_credentials
 
 from .config import CONFIG_PATH, KernelConfig, _line_of
 from .errors import UserError
@@ -128,11 +128,6 @@ def check_test_reaches(root: Path, name: str, kernel: KernelConfig, test: TestTa
                     "entry), so that a changed kernel is really tested.")
 
 
-def _without_credentials(env: dict) -> dict[str, str]:
-    """The import check runs the target's code: it gets no tokens or API keys (the workers' and tests' rule)."""
-    return {str(k): str(v) for k, v in env.items() if not SECRET_NAME.search(str(k))}
-
-
 def check_import(root: Path, name: str, kernel: KernelConfig, plan: Extraction, backend: str,
                  python: str | None, import_paths: list[str], timeout: float = 300.0, env: dict | None = None) -> None:
     """Import the module as a worker will; raise a UserError that names the target's failing line."""
@@ -142,7 +137,7 @@ def check_import(root: Path, name: str, kernel: KernelConfig, plan: Extraction, 
     try:
         proc = subprocess.run([python, str(CHECKER)], input=json.dumps(job) + "\n", capture_output=True, text=True,
                               timeout=timeout, cwd=root, check=False,
-                              env=_without_credentials({**os.environ, **(env or {})}))
+                              env=without_credentials({**os.environ, **(env or {})}))  # it runs the target's code
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise UserError(f"could not import {kernel.path} with {python}: {exc}",
                         "Check `python:` in .github/kernelsmith.yml, or that importing the module finishes.") from None

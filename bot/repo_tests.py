@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from runners.isolation import SECRET_NAME
+from runners.isolation import without_credentials
 
 from .target import Target
 
@@ -125,8 +125,7 @@ def worktree(target: Target, commit: str | None = None) -> Iterator[Path]:
 def pytest_env(backend: str, root: Path, settings: TestSettings | None = None) -> dict[str, str]:
     """The user's environment without credentials: the test runs code kernelsmith wrote."""
     settings = settings or TestSettings()
-    env = {k: v for k, v in os.environ.items() if not SECRET_NAME.search(k)}
-    env.update({k: v for k, v in settings.env.items() if not SECRET_NAME.search(k)})
+    env = without_credentials({**os.environ, **settings.env})
     roots = [str(root / r) for r in settings.import_roots if r not in ("", ".")]
     env["PYTHONPATH"] = os.pathsep.join([str(root), *roots, *filter(None, [env.get("PYTHONPATH")])])
     env["PYTHONDONTWRITEBYTECODE"] = "1"

@@ -25,6 +25,11 @@ from pathlib import Path
 # Environment names that may hold credentials: never passed to a worker, a test run or the target's code.
 SECRET_NAME = re.compile(r"TOKEN|SECRET|KEY|PASSWORD|CREDENTIAL|AUTH", re.IGNORECASE)
 
+
+def without_credentials(env: dict) -> dict[str, str]:
+    """``env`` without the names that may hold credentials (for workers, tests and any run of the target's code)."""
+    return {str(k): str(v) for k, v in env.items() if not SECRET_NAME.search(str(k))}
+
 UID_RANGE = (62000, 64999)
 
 

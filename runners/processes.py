@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from .backends import Backend, get_backend
-from .isolation import SECRET_NAME, Isolation
+from .isolation import Isolation, without_credentials
 from .task import BASELINE_DIR
 from .wire import Channel, PeerGone, WireError
 
@@ -36,9 +36,9 @@ def scrubbed_env(backend: str | Backend, extra: dict | None = None) -> dict[str,
     the config's `env:` (what the target's own code needs to import), without names that look like secrets and
     without kernelsmith's own variables; the backend's settings win over it."""
     backend = get_backend(backend) if isinstance(backend, str) else backend
-    env = {k: v for k, v in os.environ.items() if _KEEP.match(k) and not SECRET_NAME.search(k)}
-    env.update({str(k): str(v) for k, v in (extra or {}).items()
-                if not SECRET_NAME.search(str(k)) and not str(k).startswith("KS_") and str(k) != "PYTHONPATH"})
+    env = without_credentials({k: v for k, v in os.environ.items() if _KEEP.match(k)})
+    env.update(without_credentials({k: v for k, v in (extra or {}).items()
+                                    if not str(k).startswith("KS_") and str(k) != "PYTHONPATH"}))
     env["PYTHONPATH"] = str(PROJECT_ROOT)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["PYTHONUNBUFFERED"] = "1"

@@ -22,12 +22,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from .backends import get_backend
-from .isolation import Isolation
+from .isolation import SECRET_NAME, Isolation
 from .judge import Exchange, Judge, Protocol
 from .judge import evaluate as run_protocol
 from .policy import check_source, defines_triton_kernel
 from .results import Environment, Evaluation
-from .processes import (_LIBC, _PR_SET_DUMPABLE, PROJECT_ROOT, SECRET_NAME, START_TIMEOUT, WorkerProcess,
+from .processes import (_LIBC, _PR_SET_DUMPABLE, PROJECT_ROOT, START_TIMEOUT, WorkerProcess,
                         materialize, read_baseline, scrubbed_env)
 from .task import REFERENCE_DIR, baseline_source, read_task
 from .wire import PeerGone, PeerTimeout, WireError, shm_root
