@@ -24,6 +24,7 @@ from runners.inputs import eval_dim
 from runners.recorded import CASE_MAX_BYTES, ITEM_SIZES, RecordedError, entry, nbytes
 from runners.recorded import tensor as recorded_tensor
 from runners.task import Case
+from runners.syntax import parse
 
 from .repo_tests import (
     TestRun,
@@ -175,7 +176,7 @@ def _solve(dim, size: int, symbols: dict) -> str | None:
             return f"{text}={size} here but {symbols[text]} in another argument"
         symbols[text] = size
         return None
-    node = ast.parse(text, mode="eval").body
+    node = parse(text, mode="eval").body
     if isinstance(node, ast.BinOp) and {type(node.left), type(node.right)} == {ast.Name, ast.Constant}:
         name = node.left.id if isinstance(node.left, ast.Name) else node.right.id
         const = node.right.value if isinstance(node.right, ast.Constant) else node.left.value

@@ -7,13 +7,13 @@ together share one), the dtypes, scalar values, optional arguments and the argum
 """
 from __future__ import annotations
 
-import ast
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
 from runners.extract import import_root
+from runners.syntax import literal
 
 from .scan import RepoIndex, ScanRow, scan
 
@@ -46,7 +46,7 @@ def _signature(index: RepoIndex, rel: str, entry: str) -> list[tuple[str, object
         if a.arg in ("self", "cls", "ctx"):
             continue
         try:
-            value, has = (ast.literal_eval(d), True) if d is not None else (None, False)
+            value, has = (literal(d), True) if d is not None else (None, False)
         except ValueError:
             value, has = None, True
         out.append((a.arg, value, has))

@@ -20,6 +20,7 @@ import yaml
 
 from runners.extract import Extraction
 from runners.isolation import without_credentials
+from runners.syntax import parse
 
 from .config import CONFIG_PATH, KernelConfig, _line_of
 from .errors import UserError
@@ -42,7 +43,7 @@ def config_at(root: Path, kernel: str, key: str) -> str:
 
 def _defines(path: Path, name: str) -> bool:
     try:
-        tree = ast.parse(path.read_text())
+        tree = parse(path.read_text())
     except (OSError, SyntaxError):
         return False
     for node in tree.body:
@@ -57,7 +58,7 @@ def _defines(path: Path, name: str) -> bool:
 
 def _module_functions(path: Path) -> list[str]:
     try:
-        return [n.name for n in ast.parse(path.read_text()).body if isinstance(n, ast.FunctionDef)]
+        return [n.name for n in parse(path.read_text()).body if isinstance(n, ast.FunctionDef)]
     except (OSError, SyntaxError):
         return []
 

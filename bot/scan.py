@@ -14,6 +14,7 @@ from pathlib import Path, PurePosixPath
 from evolver.launch_params import jit_kernels
 from runners.policy import decorator_names as _decorators
 from runners.extract import import_root
+from runners.syntax import parse
 
 TRITON_DECORATORS = frozenset({"jit", "autotune", "heuristics"})
 SKIP_DIRS = frozenset({".git", ".venv", "venv", "env", "node_modules", "build", "dist", "__pycache__",
@@ -81,7 +82,7 @@ class RepoIndex:
         for path in sorted(self._python_files()):
             rel = path.relative_to(self.root).as_posix()
             try:
-                tree = ast.parse(path.read_text(errors="replace"), filename=rel)
+                tree = parse(path.read_text(errors="replace"), filename=rel)
             except (SyntaxError, ValueError):
                 self.unparsed.append(rel)
                 continue

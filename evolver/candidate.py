@@ -6,6 +6,7 @@ import hashlib
 from dataclasses import dataclass, field
 
 from runners.results import Evaluation
+from runners.syntax import parse
 
 
 def source_sha256(source: str) -> str:
@@ -27,7 +28,7 @@ class _StripDocstrings(ast.NodeTransformer):
 def normalized_key(source: str) -> str:
     """Same key for sources that differ only in formatting, comments or docstrings (normalised AST)."""
     try:
-        tree = _StripDocstrings().visit(ast.parse(source))
+        tree = _StripDocstrings().visit(parse(source))
         return hashlib.sha256(ast.dump(tree, annotate_fields=False).encode()).hexdigest()
     except (SyntaxError, ValueError, RecursionError):
         return source_sha256(source)

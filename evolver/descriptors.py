@@ -8,6 +8,8 @@ import ast
 import math
 from dataclasses import dataclass
 
+from runners.syntax import parse
+
 from .candidate import Candidate
 
 
@@ -30,7 +32,7 @@ def _int(node: ast.expr) -> int | None:
 
 def code_features(source: str) -> dict:
     try:
-        tree = ast.parse(source)
+        tree = parse(source)
     except (SyntaxError, ValueError):
         return {"block": 0, "warps": 0, "stages": 0, "persistent": False}
     block = warps = stages = 0

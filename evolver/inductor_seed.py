@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from runners.task import REFERENCE_DIR
+from runners.syntax import parse
 
 log = logging.getLogger("kernelsmith")
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -79,7 +80,7 @@ class InductorCode:
 def _kernel_source(name: str, text: str) -> Kernel:
     """The jit function of one generated kernel module, without inductor's imports and decorator."""
     lines = text.splitlines()
-    tree = ast.parse(text)
+    tree = parse(text)
     fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef))
     keep = [d for d in fn.decorator_list if ast.unparse(d) in ("triton.jit", "jit")]
     start = (keep[0].lineno if keep else fn.lineno) - 1
@@ -105,7 +106,7 @@ def parse_output(codes: list[str]) -> tuple[list[Kernel], str]:
     """Inductor's output modules -> (the Triton kernels, the launch code of the first graph)."""
     kernels, launcher = [], ""
     for code in codes:
-        tree = ast.parse(code)
+        tree = parse(code)
         for node in tree.body:
             call = node.value if isinstance(node, ast.Assign) else None
             if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "triton" \
@@ -139,7 +140,7 @@ def reference_source(bundle: Path, reference: str | None, limit: int = 4000) -> 
     file, func = reference.split(":", 1)
     try:
         text = (Path(bundle) / REFERENCE_DIR / file).read_text()
-        tree = ast.parse(text)
+        tree = parse(text)
     except (OSError, SyntaxError, ValueError):
         return ""
     fn = next((n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == func), None)

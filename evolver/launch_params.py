@@ -17,6 +17,7 @@ import ast
 from dataclasses import dataclass
 
 from runners.policy import decorator_names
+from runners.syntax import parse
 
 WARPS = ("1", "2", "4", "8", "16", "32")
 NUM_STAGES = ("1", "2", "3", "4")
@@ -334,7 +335,7 @@ def _key_knobs(tuned: Autotuned, index: int) -> list[Knob]:
 
 def find_knobs(source: str, entry: str | None = None) -> list[Knob]:
     """Every knob of the launches the entry reaches (all launches when ``entry`` is None)."""
-    tree = ast.parse(source)
+    tree = parse(source)
     knobs: list[Knob] = []
     for site, (kernel, call) in enumerate(launch_sites(tree, entry)):
         given = {kw.arg: kw.value for kw in call.keywords if kw.arg}
@@ -357,7 +358,7 @@ def render(source: str, knobs: list[Knob], genome: dict[str, int], entry: str | 
     """The source with each knob set to ``knob.choices[genome[knob.key]]`` (missing keys keep the original).
 
     ``entry`` must be the one the knobs were found with (it decides which launch sites are counted)."""
-    tree = ast.parse(source)
+    tree = parse(source)
     sites = launch_sites(tree, entry)
     tuned = autotuned_kernels(tree, source, entry) if any(k.kind == "autotune" for k in knobs) else []
     data = source.encode()  # ast offsets are UTF-8 byte offsets

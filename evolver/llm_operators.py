@@ -7,9 +7,10 @@ comes back as a candidate with ``rejected`` set, which costs no evaluation, and 
 """
 from __future__ import annotations
 
-import ast
 import random
 import threading
+
+from runners.syntax import parse
 
 from .archive import Archive
 from .candidate import Candidate
@@ -39,7 +40,7 @@ class LLMOperator:
     def _apply(self, parent: str, text: str) -> str:
         source = apply_rewrite(parent, text) if self.name == "rewrite" else apply_diff(parent, text)
         try:
-            ast.parse(source)
+            parse(source)
         except SyntaxError as exc:
             raise EditError(f"the code does not parse: line {exc.lineno}: {exc.msg}") from None
         if source.strip() == parent.strip():

@@ -16,6 +16,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from .syntax import parse
 from .task import BASELINE_DIR, TaskSpec, write_task
 
 
@@ -70,7 +71,7 @@ class _Module:
     def __init__(self, root: Path, rel: str):
         path = root / rel
         try:
-            self.tree = ast.parse(path.read_text(), filename=str(path))
+            self.tree = parse(path.read_text(), filename=str(path))
         except SyntaxError as exc:
             raise ExtractionError(f"{rel} does not parse: {exc.msg} (line {exc.lineno})") from exc
         self.defs: dict[str, ast.AST] = {}
@@ -270,7 +271,7 @@ def build_bundle(root: Path, spec: TaskSpec, bundle: Path) -> TaskSpec:
 def entry_signature(source: str, entry: str) -> str | None:
     """The entry function's parameters (names, kinds, defaults; annotations ignored) as text, for
     'public signature unchanged' checks."""
-    for node in ast.parse(source).body:
+    for node in parse(source).body:
         if isinstance(node, ast.FunctionDef) and node.name == entry:
             args = node.args
             for arg in [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]:

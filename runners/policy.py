@@ -14,6 +14,7 @@ import ast
 from dataclasses import dataclass
 
 from .extract import entry_signature
+from .syntax import parse
 
 SAFE_MODULES = {"torch", "triton", "math", "functools", "typing", "__future__", "dataclasses"}
 FORBIDDEN_MODULES = {
@@ -50,7 +51,7 @@ def _top(name: str) -> str:
 def allowed_modules(baseline_source: str) -> set[str]:
     """Top-level modules the baseline imports, minus the forbidden ones, plus the safe list."""
     mods = set(SAFE_MODULES)
-    for node in ast.walk(ast.parse(baseline_source)):
+    for node in ast.walk(parse(baseline_source)):
         if isinstance(node, ast.Import):
             mods.update(_top(a.name) for a in node.names)
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
@@ -120,11 +121,11 @@ def _violations(tree: ast.Module, allowed: set[str]) -> list[PolicyViolation]:
 def check_source(source: str, baseline: str, entry: str) -> list[PolicyViolation]:
     """Every policy violation in ``source`` (empty list: the candidate may be run)."""
     try:
-        tree = ast.parse(source)
+        tree = parse(source)
     except SyntaxError as exc:
         return [PolicyViolation(exc.lineno or 0, "syntax", exc.msg)]
     allowed = allowed_modules(baseline)
-    tolerated = {(v.rule, v.detail) for v in _violations(ast.parse(baseline), allowed)}
+    tolerated = {(v.rule, v.detail) for v in _violations(parse(baseline), allowed)}
     found = [v for v in _violations(tree, allowed) if (v.rule, v.detail) not in tolerated]
 
     want = entry_signature(baseline, entry)
@@ -151,7 +152,7 @@ def defines_triton_kernel(source: str) -> bool:
     heuristics). A first, static half of the rule that a candidate must launch a kernel of its own; the judge
     checks the launches at run time."""
     try:
-        tree = ast.parse(source)
+        tree = parse(source)
     except SyntaxError:
         return True  # the syntax error is reported on its own
     return any(isinstance(node, ast.FunctionDef) and "jit" in decorator_names(node) for node in ast.walk(tree))

@@ -4,6 +4,8 @@ from __future__ import annotations
 import ast
 import operator
 
+from .syntax import parse
+
 _OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv}
 
 
@@ -23,4 +25,4 @@ def eval_dim(dim, symbols: dict) -> int:
             return _OPS[type(node.op)](ev(node.left), ev(node.right))
         raise ValueError(f"unsupported shape expression {dim!r} (use ints, symbols, + - * //)")
 
-    return ev(ast.parse(str(dim), mode="eval").body)
+    return ev(parse(str(dim), mode="eval").body)
