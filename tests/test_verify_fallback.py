@@ -1,9 +1,9 @@
 """When the best candidate of the search fails the full protocol, the next ones above the bar are re-run before a
-run says "no improvement" (bot/optimize.py `_decide`): a candidate whose screening result did not hold must not
+run says "no improvement" (bot/verify.py `decide`): a candidate whose screening result did not hold must not
 hide an honest one that does."""
 from types import SimpleNamespace
 
-import bot.optimize as optimize
+import bot.verify as verify
 from evolver.archive import Archive
 from evolver.candidate import Candidate
 from runners.results import CaseResult, Evaluation
@@ -21,16 +21,16 @@ def _decide(monkeypatch, fitnesses: list[float], failing: set[int]):
         archive.add(_cand(i, f))
     tried = []
 
-    def verify(job, opts, evaluator, cand):
+    def fake_verify(job, opts, evaluator, cand):
         tried.append(cand.id)
         check = cand.evaluation
         return (check, f"candidate {cand.id} did not hold", None) if cand.id in failing else (check, "", {"passed": 1})
 
-    monkeypatch.setattr(optimize, "_verify", verify)
+    monkeypatch.setattr(verify, "verify_candidate", fake_verify)
     job = SimpleNamespace(backend="triton")
     opts = SimpleNamespace(min_speedup=1.03)
     progress = SimpleNamespace(stage=lambda *a, **k: None)
-    return optimize._decide(job, opts, archive, None, progress), tried
+    return verify.decide(job, opts, archive, None, progress), tried
 
 
 def test_the_next_best_candidate_is_verified_when_the_best_fails(monkeypatch):
