@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import faulthandler
+import shutil
 import signal
 from pathlib import Path
 from typing import NoReturn
@@ -144,20 +145,32 @@ def list_kernels(target: Path = typer.Argument(..., help="Checkout of the target
 
 @app.command("resume")
 def resume(run_dir: Path = typer.Argument(..., help="The --out folder of an interrupted optimize run.")) -> None:
-    """Continue an interrupted run with the same random and bandit state (its run.sqlite)."""
+    """Continue an interrupted run with the same random and bandit state (its run.sqlite). A run whose job record
+    says it ended with a verdict has nothing left to do: its verdict and report are shown, nothing is run again."""
     from evolver.engine import load_job
+
+    from .jobs.cli_job import finished_job, run_as_job
 
     try:
         job, store_copy = load_job(run_dir)
+        finished = finished_job(run_dir)
     except (OSError, ValueError) as exc:
         _fail(exc)
+    if finished is not None:
+        shutil.rmtree(store_copy.parent, ignore_errors=True)  # load_job's copy, in a folder of its own
+        console.print(f"this run already finished (stage {finished.stage}, {finished.state}); nothing left to resume",
+                      highlight=False, soft_wrap=True)
+        console.print(f"[bold]{finished.verdict.replace('_', ' ')}[/]: {finished.reason or 'see the report'}",
+                      highlight=False, soft_wrap=True)
+        console.print(f"report: {Path(run_dir) / 'report.md'}")
+        return
     from .optimize import OptimizeOptions
     from .optimize import optimize as run
 
     opts = OptimizeOptions(**{**job, "overwrite": True, "resume_from": store_copy})
     try:
         with _progress_bar() as progress:
-            result = run(opts, RichProgress(progress))
+            result = run_as_job(opts, run, RichProgress(progress))  # recorded in <out>/job.db, as optimize
     except UserError as exc:
         _fail(exc)
     console.print(f"[bold]{result.verdict.replace('_', ' ')}[/]: {result.report['reason'] or 'see the report'}")
