@@ -211,7 +211,7 @@ runpy.run_module("runners.worker", run_name="__main__", alter_sys=True)
 """
 
 _JUDGE = r"""
-import json, os, sys
+import dataclasses, json, os, sys
 os.environ.setdefault("TRITON_INTERPRET", "1")
 sys.path.insert(0, {root!r})
 from runners import backends
@@ -228,23 +228,28 @@ if timed:
     protocol = Protocol(min_rounds=4, max_rounds=4, case_time_cap_s=0.2, sample_us=1.0, slot_us=1.0, max_slots=2,
                         window_us=1.0, max_window_slots=2, window_rounds=1, corroboration_tolerance=0.5,
                         reveal_slots=2, window_lead_cycles=0)
-    if sys.argv[4:] == ["search"]:  # the search's screening: the clock only where a speedup is claimed
-        protocol.window_every_case = protocol.profile_every_case = False
 results = []
 with Evaluator(bundle, backend, timeout=90, trials=1, spare=False, protocol=protocol) as ev:
     if timed:
         ev._peak = (1e12, 1 << 40)  # no bandwidth probe on the CPU: plausibility by the speedup bound only
-    for source in sources:
+        # the search's screening, with the same small numbers: the clock only where a speedup is claimed
+        ev.search_protocol = dataclasses.replace(protocol, window_every_case=False, profile_every_case=False,
+                                                 name="search")
+    for source in sources:  # a source, or [source, "search"] for one evaluation under the screening protocol
+        source, which = source if isinstance(source, list) else (source, "verify")
         r = ev.evaluate(source if source != "BASELINE" else ev.baseline, seed=5, time_it=timed, trials=1,
-                        static_policy=False)
-        results.append({{"stage": r.stage, "ok": r.ok, "timed": r.timed, "error": r.error or "",
+                        static_policy=False, protocol=which)
+        results.append({{"stage": r.stage, "ok": r.ok, "timed": r.timed, "error": r.error or "", "protocol": r.protocol,
                          "speedups": [c.speedup for c in r.cases], "judge_ratios": [c.judge_ratio for c in r.cases],
                          "messages": [c.message for c in r.cases]}})
 print("RESULTS " + json.dumps(results))
 """
 
 
-def _own_judge(bundle, tmp_path, sources: list[str], timed: bool = False, search: bool = False) -> list[dict]:
+def _own_judge(bundle, tmp_path, sources: list, timed: bool = False) -> list[dict]:
+    """Evaluate ``sources`` (each a source, "BASELINE", or [source, "search"] for the search's screening protocol,
+    timed only) one after the other with a judge of their own, in a subprocess, on a copy of the bundle reduced
+    to its first case."""
     copy = tmp_path / "bundle"
     shutil.copytree(bundle, copy)
     task = yaml.safe_load((copy / "task.yaml").read_text())
@@ -257,7 +262,7 @@ def _own_judge(bundle, tmp_path, sources: list[str], timed: bool = False, search
         task["python"] = str(wrapper)
     (copy / "task.yaml").write_text(yaml.safe_dump(task, sort_keys=False))
     proc = subprocess.run([sys.executable, "-c", _JUDGE.format(root=str(ROOT)), str(copy), json.dumps(sources),
-                           "timed" if timed else "untimed", *(["search"] if search else [])],
+                           "timed" if timed else "untimed"],
                           check=False, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULTS ")), None)
     assert line is not None, proc.stderr[-3000:]
@@ -270,9 +275,11 @@ _TIMED = ["forges_sample_times.py", "precomputes_on_refill.py", "overwrites_orac
 @pytest.fixture(scope="module")
 def timed_attacks(rms_bundle, tmp_path_factory) -> dict:
     """The timing attacks, one after the other, against one judge running its timing protocol on the stand-in
-    (they patch only their own worker, which dies after each evaluation)."""
-    results = _own_judge(rms_bundle, tmp_path_factory.mktemp("timed"), [_source(c) for c in _TIMED], timed=True)
-    return dict(zip(_TIMED, results))
+    (they patch only their own worker, which dies after each evaluation); last, the sample-time forger again under
+    the search's screening protocol ("screening")."""
+    runs = [_source(c) for c in _TIMED] + [[_source("forges_sample_times.py"), "search"]]
+    results = _own_judge(rms_bundle, tmp_path_factory.mktemp("timed"), runs, timed=True)
+    return dict(zip([*_TIMED, "screening"], results))
 
 
 def test_forged_sample_times_are_not_corroborated(timed_attacks):
@@ -282,10 +289,11 @@ def test_forged_sample_times_are_not_corroborated(timed_attacks):
     assert not ev["ok"] and ev["stage"] == "timing" and "not corroborated" in ev["error"], ev
 
 
-def test_screening_still_runs_the_clock_where_a_speedup_is_claimed(rms_bundle, tmp_path):
+def test_screening_still_runs_the_clock_where_a_speedup_is_claimed(timed_attacks):
     """The search's protocol skips the judge's clock only at cases where no speedup is claimed (nothing to
     credit there); a forged claim is a claimed speedup, so the clock runs and quarantines it."""
-    [ev] = _own_judge(rms_bundle, tmp_path, [_source("forges_sample_times.py")], timed=True, search=True)
+    ev = timed_attacks["screening"]
+    assert ev["protocol"] == "search", json.dumps(ev)
     assert not any("not run" in m for m in ev["messages"]), json.dumps(ev)  # the clock ran
     # quarantined, or (when the host clock of this stand-in is too noisy to resolve) credited nothing
     assert (not ev["ok"] and ev["stage"] == "timing") or all(s <= 1.05 for s in ev["speedups"]), json.dumps(ev)
