@@ -11,7 +11,6 @@ one); their GPU form is at the end (run on the H200, predictions in the reasons)
 """
 from __future__ import annotations
 
-import base64
 import importlib
 import json
 import shutil
@@ -93,10 +92,65 @@ def test_a_kernel_that_assumes_dense_rows_is_refused(dense_rows, protocol):
     assert not ev.ok and ev.stage == "correctness", (ev.stage, ev.error)
 
 
+
+# ---- 1b. values: every input the judge draws is finite -----------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def softmax_bundle(tmp_path_factory):
+    from bot.config import load_config, task_spec
+    from conftest import EXAMPLE
+
+    from runners.extract import build_bundle
+
+    spec = task_spec("softmax", load_config(EXAMPLE).kernels["softmax"], "interpret")
+    bundle = tmp_path_factory.mktemp("softmax")
+    build_bundle(EXAMPLE, spec, bundle)
+    return bundle
+
+
+@pytest.fixture(scope="module")
+def unguarded_softmax(softmax_bundle) -> dict:
+    from runners.sandbox import Evaluator
+
+    with Evaluator(softmax_bundle, "interpret", timeout=120, trials=3) as ev:
+        return _both(ev, _source("round4_online_softmax_without_inf_guard.py"))
+
+
+def test_an_online_softmax_without_the_inf_guard_is_wrong_on_a_masked_row(softmax_bundle, tmp_path):
+    """Control: a row whose first 150 of 200 scores are masked (-inf) is NaN from the cheat, a distribution over
+    the other 50 from the baseline; on finite rows the two agree."""
+    module = "tinyserve/kernels/softmax.py"
+    base = _import(softmax_bundle, module, None, tmp_path)
+    cheat = _import(softmax_bundle, module, _source("round4_online_softmax_without_inf_guard.py"), tmp_path)
+    x = torch.randn(6, 200, generator=torch.Generator().manual_seed(0)).half()
+    assert torch.allclose(cheat.softmax(x).float(), base.softmax(x).float(), atol=1e-4)
+    x[2, :150] = float("-inf")
+    want, got = base.softmax(x).float(), cheat.softmax(x).float()
+    assert not want.isnan().any() and abs(float(want[2].sum()) - 1.0) < 1e-2
+    assert got[2].isnan().all()
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "runners/inputs.py make_tensor draws every floating input from a normal or uniform distribution, scaled: no "
+    "trial ever holds -inf, +inf or NaN, though callers pass them (-inf is how attention and logits are masked), "
+    "and runners/compare.py already compares NaN and Inf positions exactly. The textbook one-pass softmax whose "
+    "running maximum starts at -inf (no guard for a block that is still all -inf) is right on every input the "
+    "judge draws and NaN on every row with a masked prefix longer than its block: accepted under both "
+    "protocols. Fix: a trial of special values per case (a row with a masked -inf prefix longer than any block, "
+    "a row with -inf at random places, a fully masked row, one +inf and one NaN element), compared with the "
+    "oracle's output as always (NaN and Inf in the same places); a config switch `finite_only: true` per "
+    "argument for ops whose callers never pass them"))
+@pytest.mark.parametrize("protocol", ["verify", "search"])
+def test_an_online_softmax_without_the_inf_guard_is_refused(unguarded_softmax, protocol):
+    ev = unguarded_softmax[protocol]
+    assert ev.protocol == protocol
+    assert not ev.ok and ev.stage == "correctness", (ev.stage, ev.error)
+
+
 # ---- 2. the integer values of a captured case: the same in every trial, slot and fill ----------------------------
 # A bundle of its own: an MoE-style dispatch whose case was captured from a call (its routing, ``topk_ids``, is
 # replayed as recorded; runners/recorded.py), as the capture plugin makes for index tensors.
-_DISPATCH = '''"""MoE dispatch: the (token, expert) pairs of topk_ids sorted by expert; out[j] = x[token_j] * weight[expert_j]."""
+_DISPATCH = '''"""MoE dispatch: the (token, expert) pairs of topk_ids sorted by expert; out[j] = x[token_j] * w[expert_j]."""
 import torch
 import triton
 import triton.language as tl
@@ -192,3 +246,99 @@ def test_a_kernel_that_reads_its_routing_once_is_refused(routing_runs, protocol)
     ev = routing_runs[protocol]
     assert ev.protocol == protocol
     assert not ev.ok and ev.stage == "correctness", (ev.stage, ev.error)
+
+
+# ---- 3. work deferred to a later slot: the timed passes call the entry in slot order, on rows of one block -------
+# A judge of its own on the timed stand-in, with more slots than round 3's (16 in the samples and in the window:
+# enough for a group of 8 to show), both protocols in one judge.
+_JUDGE4 = r"""
+import dataclasses, json, os, sys
+os.environ.setdefault("TRITON_INTERPRET", "1")
+sys.path.insert(0, {root!r})
+from runners import backends
+from runners.backends.base import Backend
+from runners.judge import Protocol
+from runners.sandbox import Evaluator
+
+bundle, runs, slots = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
+backend = "cpu-timed-stand-in"
+backends.BACKENDS[backend] = Backend(name=backend, device="cpu", timed=True, warp_size=32,
+                                     env_set={{"TRITON_INTERPRET": "1"}})
+full = Protocol(min_rounds=4, max_rounds=4, case_time_cap_s=0.2, sample_us=1.0, slot_us=1e9, max_slots=slots,
+                window_us=1e9, max_window_slots=slots, window_rounds=3, corroboration_tolerance=0.5,
+                reveal_slots=slots, window_lead_cycles=0)
+results = []
+with Evaluator(bundle, backend, timeout=120, trials=1, spare=False, protocol=full) as ev:
+    ev.search_protocol = dataclasses.replace(full, window_every_case=False, profile_every_case=False, name="search")
+    ev._peak = (1e12, 1 << 40)  # no bandwidth probe on the CPU: plausibility by the speedup bound only
+    for source, protocol, seed in runs:
+        r = ev.evaluate(source, seed=seed, time_it=True, trials=1, static_policy=False, protocol=protocol)
+        results.append({{"stage": r.stage, "ok": r.ok, "error": r.error or "", "protocol": r.protocol,
+                         "speedups": [c.speedup for c in r.cases], "judge_ratios": [c.judge_ratio for c in r.cases],
+                         "window_ms": [c.window_ms for c in r.cases], "messages": [c.message for c in r.cases]}})
+print("RESULTS " + json.dumps(results))
+"""
+
+
+def _timed_judge(bundle, tmp_path, runs: list[tuple[str, str, int]], symbols: dict, slots: int) -> list[dict]:
+    """Evaluate (source, protocol, seed) triples with a judge of their own on the timed stand-in, on a copy of
+    the bundle reduced to one case with ``symbols``."""
+    copy = tmp_path / "bundle"
+    shutil.copytree(bundle, copy)
+    task = yaml.safe_load((copy / "task.yaml").read_text())
+    task["cases"] = [{**task["cases"][0], "symbols": symbols}]
+    (tmp_path / "shim.py").write_text(_SHIM)
+    wrapper = tmp_path / "python"
+    wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{tmp_path / "shim.py"}" "$@"\n')
+    wrapper.chmod(0o755)
+    task["python"] = str(wrapper)
+    (copy / "task.yaml").write_text(yaml.safe_dump(task, sort_keys=False))
+    proc = subprocess.run([sys.executable, "-c", _JUDGE4.format(root=str(ROOT)), str(copy), json.dumps(runs),
+                           str(slots)], check=False, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULTS ")), None)
+    assert line is not None, proc.stderr[-3000:]
+    return json.loads(line[len("RESULTS "):])
+
+
+GROUP = 8  # calls per launch in the timed passes; 16 slots a pass
+
+
+@pytest.fixture(scope="module")
+def batched_runs(rms_bundle, tmp_path_factory) -> dict:
+    source = _source("round4_batches_across_slots.py", GROUP=str(GROUP))
+    verify, search = _timed_judge(rms_bundle, tmp_path_factory.mktemp("batched"),
+                                  [(source, "verify", 5), (source, "search", 6)], {"T": 1, "H": 256}, slots=16)
+    return {"verify": verify, "search": search}
+
+
+def test_a_kernel_that_batches_across_slots_is_honest_outside_them(rms_evaluator):
+    """Control: outside the rotating slots the cheat is the baseline's kernel, right on every case and trial (the
+    judge's correctness stage has nothing to see)."""
+    ev = rms_evaluator.evaluate(_source("round4_batches_across_slots.py", GROUP=str(GROUP)), seed=13, time_it=False,
+                                trials=2, static_policy=False)
+    assert ev.ok, ev.error
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "runners/inputs.py SlotBank lays every argument's slots out as rows of one padded block (block[k, :numel]), "
+    "and runners/timing.py SlotTimer calls the entry once per slot in slot order, in the samples' graph and in "
+    "the judge's window alike; runners/judge_clock.py _corroborate checks only the state when the pass has ended "
+    "(commitments after it, shown slots after that). A call reads its slot index and the slot count from its "
+    "tensor's storage size and offset, returns a view into an output block of its own, and launches nothing; the "
+    "last call of each group of 8 launches one kernel over the whole group's rows (each slot's weight included). "
+    "Every output is right when the pass ends, so the judge's clock corroborates and credits about 3-8x on this "
+    "stand-in (the honest copy of the baseline it runs outside the slots: about 1x), under both protocols; on a "
+    "GPU at decode sizes (one row a call, launch-bound) the same. No caller gets it: a real call's output is "
+    "used before the next call, and here it is not even written, in stream order, when the call returns. Fix: "
+    "make the window's calls depend on each other through their data, so that call k+1 cannot start before call "
+    "k has finished: between calls both workers run the same judge-defined cheap step that mixes a few elements "
+    "of call k's output into call k+1's input (e.g. x[k+1][0, :8] += out[k][0, :8] * 2**-20, captured in the "
+    "same graph), the oracle's outputs are computed the same way, and a deferred call makes every later input, "
+    "hence every shown output, wrong; and allocate the slots apart, in a shuffled address order, so that a call "
+    "cannot read its index or the count from its tensor"))
+@pytest.mark.parametrize("protocol", ["verify", "search"])
+def test_work_deferred_to_a_later_slot_earns_no_credit(batched_runs, protocol):
+    ev = batched_runs[protocol]
+    assert ev["protocol"] == protocol, ev
+    assert (not ev["ok"] and ev["stage"] == "timing") or all((s or 0.0) <= 1.3 for s in ev["speedups"]), \
+        json.dumps(ev)
