@@ -342,3 +342,76 @@ def test_work_deferred_to_a_later_slot_earns_no_credit(batched_runs, protocol):
     assert ev["protocol"] == protocol, ev
     assert (not ev["ok"] and ev["stage"] == "timing") or all((s or 0.0) <= 1.3 for s in ev["speedups"]), \
         json.dumps(ev)
+
+
+# ---- 4. the GPU forms (run on the H200: `python -m pytest -m gpu tests/test_judge_attacks_round4.py`) -----------
+# Predictions made without a GPU, from the judge's code and the CPU runs above: strict xfails that say "passes
+# through"; an XPASS there means the judge held on the GPU (or the cheat did not run: the first assert says which).
+_needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (see bench/gpu_checks.sh)")
+
+
+@pytest.fixture(scope="module")
+def gpu_rms_evaluator(tmp_path_factory):
+    from bot.config import load_config, task_spec
+    from conftest import EXAMPLE
+
+    from runners.extract import build_bundle
+    from runners.sandbox import Evaluator
+
+    spec = task_spec("rms_norm", load_config(EXAMPLE).kernels["rms_norm"], "triton")
+    bundle = tmp_path_factory.mktemp("gpu-r4-rms")
+    build_bundle(EXAMPLE, spec, bundle)
+    with Evaluator(bundle, "triton", timeout=300, trials=2) as evaluator:
+        yield evaluator
+
+
+def _gpu_summary(ev) -> tuple:
+    return ev.stage, ev.error[:400], [(c.case, c.speedup, c.judge_ratio, c.claimed_us, c.timing_method)
+                                      for c in ev.cases]
+
+
+def _credited_nothing(ev, bound: float = 1.10) -> bool:
+    return (not ev.ok and ev.stage in ("timing", "plausibility")) or all((c.speedup or 0.0) <= bound
+                                                                       for c in ev.cases)
+
+
+@pytest.mark.gpu
+@_needs_gpu
+@pytest.mark.parametrize("protocol", ["verify", "search"])
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "prediction (H200): as on the stand-in (section 3). At T=1 (the two decode cases, one row a call) the "
+    "samples' graph and the judge's window run one launch of 4 rows per 4 calls instead of 4 launches: about "
+    "3-4x claimed and corroborated by the judge's clock (both see the same batched pass), under the 10x bound, "
+    "and the own-kernel share is taken on a one-slot bank, where the cheat is the baseline's kernel; at T=512 "
+    "and T=4096 about 1.0x. Expected: ok, fitness about 1.7-2x. Fix: as in section 3"))
+def test_gpu_work_deferred_to_a_later_slot_earns_no_credit(gpu_rms_evaluator, protocol):
+    ev = gpu_rms_evaluator.evaluate(_source("round4_batches_across_slots.py", GROUP="4"), seed=21, time_it=True,
+                                    trials=2, static_policy=False, protocol=protocol)
+    assert ev.stage not in ("compile", "crashed", "baseline", "correctness", "kernel"), _gpu_summary(ev)
+    assert _credited_nothing(ev), _gpu_summary(ev)
+
+
+@pytest.fixture(scope="module")
+def gpu_dispatch_evaluator(tmp_path_factory):
+    from runners.sandbox import Evaluator
+
+    bundle = tmp_path_factory.mktemp("gpu-r4-dispatch")
+    dispatch_bundle(bundle, "float16", {"T": 16, "H": 4096, "E": 8, "K": 2})
+    with Evaluator(bundle, "triton", timeout=300, trials=2) as evaluator:
+        yield evaluator
+
+
+@pytest.mark.gpu
+@_needs_gpu
+@pytest.mark.parametrize("protocol", ["verify", "search"])
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "prediction (H200): as in section 2. The baseline's routing metadata (argsort of 32 expert ids, a division, "
+    "two casts, a gather: 6-8 small kernels, more if torch.sort's temporary storage is not capturable and the "
+    "baseline falls back to cuda-events) is skipped in every timed call, since the window's fill replays the "
+    "recorded routing: the dispatch kernel alone, about 3-6x claimed and seen by the judge's clock. Expected: ok, "
+    "credited about 3-6x (quarantined only if it exceeds the 10x bound). Fix: as in section 2"))
+def test_gpu_routing_read_once_earns_no_credit(gpu_dispatch_evaluator, protocol):
+    ev = gpu_dispatch_evaluator.evaluate(_source("round4_caches_routing.py"), seed=22, time_it=True, trials=2,
+                                         static_policy=False, protocol=protocol)
+    assert ev.stage not in ("compile", "crashed", "baseline", "kernel"), _gpu_summary(ev)
+    assert (not ev.ok and ev.stage == "correctness") or _credited_nothing(ev), _gpu_summary(ev)
