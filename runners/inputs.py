@@ -68,6 +68,29 @@ def strided(t: torch.Tensor, strides: list[int] | None) -> torch.Tensor:
     return out
 
 
+# A row-padded layout: the same values, every tensor of two or more dimensions the first columns of rows this many
+# bytes wider (what a caller hands over when it passes a slice of a wider buffer, ``qkv[:, :H]``). 64 bytes keep
+# every row as aligned as the dense layout's.
+ROW_PAD_BYTES = 64
+
+
+def row_padded(kwargs: dict, keep=()) -> tuple[dict, list[str]]:
+    """``kwargs`` with every dense tensor of two or more dimensions (but those named in ``keep``: a captured
+    layout) copied into a row-padded layout; returns the new arguments and the names of those changed. The
+    padding holds whatever the allocator left there, as a wider buffer's other columns would."""
+    out, changed = dict(kwargs), []
+    for name, t in kwargs.items():
+        if not isinstance(t, torch.Tensor) or t.dim() < 2 or not t.numel() or name in keep or not t.is_contiguous():
+            continue
+        row = t.shape[-1] + max(1, ROW_PAD_BYTES // t.element_size())
+        strides = [1, row]
+        for d in reversed(t.shape[1:-1]):
+            strides.append(strides[-1] * d)
+        out[name] = strided(t, list(reversed(strides)))
+        changed.append(name)
+    return out, changed
+
+
 def recorded_values(spec: ArgSpec, case: Case, dtype: torch.dtype, shape: tuple[int, ...], device: str):
     """The values a captured call passed for this integer or bool tensor (fresh, on ``device``), or None when
     the case draws it (a configured case, a floating tensor, or values too large to record)."""

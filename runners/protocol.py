@@ -32,6 +32,7 @@ class Protocol:
     profile_every_case: bool = True  # the own-kernel share at every case (else only where a speedup is claimed)
     window_every_case: bool = True  # the judge's clock at every case (else only where a speedup is claimed: it
     # exists to corroborate a claim and to check the outputs of calls that claim to be faster)
+    layout_trial: bool = True  # one more trial per case on row-padded inputs, where the baseline takes them
     name: str = "verify"
 
     @classmethod
