@@ -50,7 +50,7 @@ def _import(bundle, module: str, source: str | None, tmp_path):
 
 
 def _both(evaluator, source: str, seed: int = 11) -> dict:
-    return {p: evaluator.evaluate(source, seed=seed, time_it=False, trials=2, static_policy=False, protocol=p)
+    return {p: evaluator.evaluate(source, seed=seed, time_it=False, trials=1, static_policy=False, protocol=p)
             for p in ("verify", "search")}
 
 
@@ -241,7 +241,7 @@ def routing_runs(tmp_path_factory) -> dict:
     bundle = dispatch_bundle(tmp_path_factory.mktemp("dispatch"), "float32", {"T": 6, "H": 32, "E": 4, "K": 2})
     with Evaluator(bundle, "interpret", timeout=120, trials=3) as ev:
         runs = _both(ev, _source("round4_caches_routing.py"))
-        runs["baseline"] = ev.evaluate(ev.baseline, seed=12, time_it=False)
+        runs["baseline"] = ev.evaluate(ev.baseline, seed=12, time_it=False, trials=1)
     return {"bundle": bundle, **runs}
 
 
@@ -288,18 +288,19 @@ from runners.backends.base import Backend
 from runners.judge import Protocol
 from runners.sandbox import Evaluator
 
-bundle, runs, slots = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
+bundle, runs = sys.argv[1], json.loads(sys.argv[2])
 backend = "cpu-timed-stand-in"
 backends.BACKENDS[backend] = Backend(name=backend, device="cpu", timed=True, warp_size=32,
                                      env_set={{"TRITON_INTERPRET": "1"}})
-full = Protocol(min_rounds=4, max_rounds=4, case_time_cap_s=0.2, sample_us=1.0, slot_us=1e9, max_slots=slots,
-                window_us=1e9, max_window_slots=slots, window_rounds=3, corroboration_tolerance=0.5,
-                reveal_slots=slots, window_lead_cycles=0)
+base = Protocol(min_rounds=4, max_rounds=4, case_time_cap_s=0.2, sample_us=1.0, slot_us=1e9, window_us=1e9,
+                window_rounds=3, corroboration_tolerance=0.5, window_lead_cycles=0)
 results = []
-with Evaluator(bundle, backend, timeout=120, trials=1, spare=False, protocol=full) as ev:
-    ev.search_protocol = dataclasses.replace(full, window_every_case=False, profile_every_case=False, name="search")
+with Evaluator(bundle, backend, timeout=120, trials=1, spare=False, protocol=base) as ev:
     ev._peak = (1e12, 1 << 40)  # no bandwidth probe on the CPU: plausibility by the speedup bound only
-    for source, protocol, seed in runs:
+    for source, protocol, seed, numbers in runs:  # numbers: the protocol's slot counts for this run
+        ev.protocol = dataclasses.replace(base, **numbers)
+        ev.search_protocol = dataclasses.replace(ev.protocol, window_every_case=False, profile_every_case=False,
+                                                 name="search")
         r = ev.evaluate(source, seed=seed, time_it=True, trials=1, static_policy=False, protocol=protocol)
         results.append({{"stage": r.stage, "ok": r.ok, "error": r.error or "", "protocol": r.protocol,
                          "speedups": [c.speedup for c in r.cases], "judge_ratios": [c.judge_ratio for c in r.cases],
@@ -308,9 +309,9 @@ print("RESULTS " + json.dumps(results))
 """
 
 
-def _timed_judge(bundle, tmp_path, runs: list[tuple[str, str, int]], symbols: dict, slots: int) -> list[dict]:
-    """Evaluate (source, protocol, seed) triples with a judge of their own on the timed stand-in, on a copy of
-    the bundle reduced to one case with ``symbols``."""
+def _timed_judge(bundle, tmp_path, runs: list[tuple[str, str, int, dict]], symbols: dict) -> list[dict]:
+    """Evaluate (source, protocol, seed, protocol numbers) with a judge of their own on the timed stand-in, on a
+    copy of the bundle reduced to one case with ``symbols``."""
     copy = tmp_path / "bundle"
     shutil.copytree(bundle, copy)
     task = yaml.safe_load((copy / "task.yaml").read_text())
@@ -321,8 +322,8 @@ def _timed_judge(bundle, tmp_path, runs: list[tuple[str, str, int]], symbols: di
     wrapper.chmod(0o755)
     task["python"] = str(wrapper)
     (copy / "task.yaml").write_text(yaml.safe_dump(task, sort_keys=False))
-    proc = subprocess.run([sys.executable, "-c", _JUDGE4.format(root=str(ROOT)), str(copy), json.dumps(runs),
-                           str(slots)], check=False, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    proc = subprocess.run([sys.executable, "-c", _JUDGE4.format(root=str(ROOT)), str(copy), json.dumps(runs)],
+                          check=False, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULTS ")), None)
     assert line is not None, proc.stderr[-3000:]
     return json.loads(line[len("RESULTS "):])
@@ -331,12 +332,44 @@ def _timed_judge(bundle, tmp_path, runs: list[tuple[str, str, int]], symbols: di
 GROUP = 8  # calls per launch in the timed passes; 16 slots a pass
 
 
+def _seeds_whose_reveals_miss(slot: int, count: int, reveal: int, want: int, hit: bool = False) -> list[int]:
+    """Seeds for which the judge's window shows ``slot`` in none of its three rounds (``hit``: in at least one),
+    as runners/judge_clock.py _corroborate draws them today (one case, index 0; the secret is the seed)."""
+    from runners.protocol import trial_seed
+
+    def shows(s: int) -> bool:
+        return any(slot in torch.randperm(count, generator=torch.Generator().manual_seed(
+            trial_seed(s, 60_000 + r, 0)))[:reveal].tolist() for r in range(3))
+
+    return [s for s in range(1, 1000) if shows(s) == hit][:want]
+
+
 @pytest.fixture(scope="module")
-def batched_runs(rms_bundle, tmp_path_factory) -> dict:
-    source = _source("round4_batches_across_slots.py", GROUP=str(GROUP))
-    verify, search = _timed_judge(rms_bundle, tmp_path_factory.mktemp("batched"),
-                                  [(source, "verify", 5), (source, "search", 6)], {"T": 1, "H": 256}, slots=16)
-    return {"verify": verify, "search": search}
+def timed_runs(rms_bundle, tmp_path_factory) -> dict:
+    """Every timing attack of this round, one after the other, against one judge on the timed stand-in."""
+    batched = _source("round4_batches_across_slots.py", GROUP=str(GROUP))
+    sixteen = {"max_slots": 16, "max_window_slots": 16, "reveal_slots": 16}
+    skipper = _source("round4_skips_unshown_slots.py", MAX_COUNT="64")
+    # a prefill-like window: 12 slots, 2 shown a round (the fetch budget's floor); the cheat skips slot 11
+    prefill = {"max_slots": 12, "max_window_slots": 12, "reveal_slots": 2}
+    missed = _seeds_whose_reveals_miss(11, 12, 2, 2)
+    runs = _timed_judge(rms_bundle, tmp_path_factory.mktemp("timed4"),
+                        [(batched, "verify", 5, sixteen), (batched, "search", 6, sixteen),
+                         (skipper, "verify", missed[0], prefill), (skipper, "search", missed[1], prefill)],
+                        {"T": 1, "H": 256})
+    return {"batched": dict(zip(["verify", "search"], runs[:2])), "skipped": dict(zip(["verify", "search"], runs[2:]))}
+
+
+def _clock_saw_no_speedup(ev: dict, bound: float = 1.3) -> bool:
+    """The judge held: it credited no more than ``bound``, or it refused at timing with its own clock seeing no
+    more than that. (A refusal where the clock itself saw the batched pass's speedup is the stand-in's noise on a
+    loaded machine moving the claim past the allowance, not the judge seeing through the cheat.)"""
+    if ev["ok"]:
+        return all((s or 0.0) <= bound for s in ev["speedups"])
+    if ev["stage"] != "timing":
+        return False
+    seen = [s / r for s, r in zip(ev["speedups"], ev["judge_ratios"]) if s and r]
+    return all(x <= bound for x in seen)
 
 
 def test_a_kernel_that_batches_across_slots_is_honest_outside_them(rms_evaluator):
@@ -365,11 +398,10 @@ def test_a_kernel_that_batches_across_slots_is_honest_outside_them(rms_evaluator
     "hence every shown output, wrong; and allocate the slots apart, in a shuffled address order, so that a call "
     "cannot read its index or the count from its tensor"))
 @pytest.mark.parametrize("protocol", ["verify", "search"])
-def test_work_deferred_to_a_later_slot_earns_no_credit(batched_runs, protocol):
-    ev = batched_runs[protocol]
+def test_work_deferred_to_a_later_slot_earns_no_credit(timed_runs, protocol):
+    ev = timed_runs["batched"][protocol]
     assert ev["protocol"] == protocol, ev
-    assert (not ev["ok"] and ev["stage"] == "timing") or all((s or 0.0) <= 1.3 for s in ev["speedups"]), \
-        json.dumps(ev)
+    assert _clock_saw_no_speedup(ev), json.dumps(ev)
 
 
 # ---- 4. the GPU forms (run on the H200: `python -m pytest -m gpu tests/test_judge_attacks_round4.py`) -----------
@@ -443,3 +475,47 @@ def test_gpu_routing_read_once_earns_no_credit(gpu_dispatch_evaluator, protocol)
                                          static_policy=False, protocol=protocol)
     assert ev.stage not in ("compile", "crashed", "baseline", "kernel"), _gpu_summary(ev)
     assert (not ev.ok and ev.stage == "correctness") or _credited_nothing(ev), _gpu_summary(ev)
+
+
+# ---- 5. calls skipped where the window shows too few slots ---------------------------------------------------
+
+def test_a_skipping_kernel_hands_back_stale_outputs_in_a_pass(rms_bundle, tmp_path):
+    """Control, without the judge: two passes over a 12-slot bank with new values in between, as the window runs
+    them; slot 11 of the second pass holds the first pass's answer, every other slot the right one."""
+    import dataclasses
+
+    from runners.inputs import SlotBank
+    from runners.task import read_task
+
+    spec = read_task(rms_bundle)
+    module = spec.module
+    base = _import(rms_bundle, module, None, tmp_path)
+    cheat = _import(rms_bundle, module, _source("round4_skips_unshown_slots.py", MAX_COUNT="64"), tmp_path)
+    bank = SlotBank(spec.args, dataclasses.replace(spec.cases[0], symbols={"T": 1, "H": 256}), "cpu", 12)
+    bank.fill(1)
+    first = [cheat.rms_norm(**kw).clone() for kw in bank.slots]
+    bank.fill(2)
+    second = [cheat.rms_norm(**kw).clone() for kw in bank.slots]
+    want = [base.rms_norm(**kw) for kw in bank.slots]
+    assert all(torch.allclose(second[k].float(), want[k].float(), atol=1e-3, rtol=4e-3) for k in range(11))
+    assert torch.equal(second[11], first[11]) and not torch.allclose(second[11].float(), want[11].float(), atol=1e-2)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "runners/judge_clock.py _corroborate shows min(count, max(2, max_fetch_bytes // per_slot), reveal_slots) slots "
+    "a round and checks only those: at large sizes the fetch budget (256 MiB) leaves 2 of 13-48 slots a round "
+    "(RMSNorm T=4096: 2 of 48; silu_and_mul T=4096: 2 of 13), and the commitments only bind what the worker shows "
+    "to what it had (stale outputs included). A candidate that skips the last twelfth of a pass's slots (hands "
+    "back the previous pass's outputs) is caught only when a skipped slot is drawn: here 1 slot of 12 with 2 shown "
+    "over 3 rounds, missed with probability (10/12)^3 = 0.58; at RMSNorm's T=4096 about 4 of 48 skipped, missed "
+    "with probability 0.59 per evaluation, under both protocols: a fake speedup of about 8% at the largest cases "
+    "kept more often than not, and a kernel that skips calls accepted. Fix: check every slot, not a sample: "
+    "after the commitment (made binding, round 2's fix), the judge sends a secret random vector and both workers "
+    "answer, per slot, the dot product of its outputs with it (a few hundred bytes for all slots); the judge "
+    "holds the candidate's against the oracle's within a bound derived from atol/rtol, and reveals in full only "
+    "the 2-16 slots it draws; a stale or skipped slot misses its projection by far more than the tolerance"))
+@pytest.mark.parametrize("protocol", ["verify", "search"])
+def test_calls_skipped_where_the_window_shows_few_slots_are_refused(timed_runs, protocol):
+    ev = timed_runs["skipped"][protocol]
+    assert ev["protocol"] == protocol, ev
+    assert not ev["ok"] and ev["stage"] == "timing", json.dumps(ev)
