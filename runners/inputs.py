@@ -91,6 +91,28 @@ def row_padded(kwargs: dict, keep=()) -> tuple[dict, list[str]]:
     return out, changed
 
 
+def masked_rows(kwargs: dict, gen: torch.Generator, keep=()) -> tuple[dict, list[str]]:
+    """``kwargs`` with -inf where callers put it to mask scores (padding, a causal or sliding-window mask): in
+    every floating tensor of two or more dimensions with rows of at least 4, the first row gets a masked prefix
+    of three quarters of its length (longer than any block a kernel walks the row in) and the second row -inf at
+    about half its places, drawn from ``gen``. Returns the new arguments and the names of those changed."""
+    out, changed = dict(kwargs), []
+    for name, t in kwargs.items():
+        if (not isinstance(t, torch.Tensor) or not t.dtype.is_floating_point or t.dim() < 2 or t.shape[-1] < 4
+                or not t.numel() or name in keep):
+            continue
+        rows = t.detach().clone().reshape(-1, t.shape[-1])
+        n = rows.shape[1]
+        rows[0, : (3 * n + 3) // 4] = float("-inf")
+        if rows.shape[0] > 1:
+            holes = torch.rand(n, generator=gen, device=gen.device) < 0.5
+            holes[int(torch.randint(n, (1,), generator=gen, device=gen.device))] = False  # one place stays finite
+            rows[1, holes.to(rows.device)] = float("-inf")
+        out[name] = strided(rows.reshape(t.shape), list(t.stride()))
+        changed.append(name)
+    return out, changed
+
+
 def recorded_values(spec: ArgSpec, case: Case, dtype: torch.dtype, shape: tuple[int, ...], device: str):
     """The values a captured call passed for this integer or bool tensor (fresh, on ``device``), or None when
     the case draws it (a configured case, a floating tensor, or values too large to record)."""

@@ -33,6 +33,7 @@ class Protocol:
     window_every_case: bool = True  # the judge's clock at every case (else only where a speedup is claimed: it
     # exists to corroborate a claim and to check the outputs of calls that claim to be faster)
     layout_trial: bool = True  # one more trial per case on row-padded inputs, where the baseline takes them
+    masked_trial: bool = True  # one more trial per case on -inf-masked rows, where the baseline's answer is finite
     name: str = "verify"
 
     @classmethod
