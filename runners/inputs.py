@@ -68,8 +68,8 @@ def strided(t: torch.Tensor, strides: list[int] | None) -> torch.Tensor:
     return out
 
 
-# A row-padded layout: the same values, every tensor of two or more dimensions the first columns of rows this many
-# bytes wider (what a caller hands over when it passes a slice of a wider buffer, ``qkv[:, :H]``). 64 bytes keep
+# A row-padded layout: the same values, every tensor of two or more dimensions the first columns of rows a multiple
+# of this many bytes wider (what a caller hands over when it passes a slice of a wider buffer, ``qkv[:, :H]``). 64 bytes keep
 # every row as aligned as the dense layout's.
 ROW_PAD_BYTES = 64
 
@@ -82,7 +82,9 @@ def row_padded(kwargs: dict, keep=()) -> tuple[dict, list[str]]:
     for name, t in kwargs.items():
         if not isinstance(t, torch.Tensor) or t.dim() < 2 or not t.numel() or name in keep or not t.is_contiguous():
             continue
-        row = t.shape[-1] + max(1, ROW_PAD_BYTES // t.element_size())
+        # each tensor its own row stride (64, 128, 192... bytes of padding by argument order): a kernel that
+        # addresses one input with another's stride is wrong here, as for a caller passing one strided input
+        row = t.shape[-1] + max(1, (len(changed) + 1) * ROW_PAD_BYTES // t.element_size())
         strides = [1, row]
         for d in reversed(t.shape[1:-1]):
             strides.append(strides[-1] * d)
