@@ -106,13 +106,8 @@ def test_one_row_stride_for_every_input_is_wrong_on_a_strided_input_beside_a_den
     assert torch.allclose(same[0].float(), want[0].float(), atol=1e-3, rtol=1e-2)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "runners/inputs.py row_padded (the layout trial of runners/judge.py _check_layout) pads every 2-D input by "
-    "the same ROW_PAD_BYTES in the same trial, so all of a call's inputs share one row stride there: a kernel "
-    "that addresses the residual (or any second input) with hidden_states' stride is right on the dense trials "
-    "and on the padded one, and wrong for a caller that passes one strided input beside a dense one. Accepted "
-    "under both protocols. Fix: pad each input by its own amount (e.g. 64 bytes times 1, 2, 3... by argument "
-    "order), and/or one layout trial per input with only that input padded"))
+# (Was a hole, found this round: the layout trial padded every input by the same amount, so a second input
+# addressed with the first one's stride passed. runners/inputs.py row_padded now pads each by its own amount.)
 @pytest.mark.parametrize("protocol", ["verify", "search"])
 def test_one_row_stride_for_every_input_is_refused(one_stride, protocol):
     ev = one_stride[protocol]
@@ -137,11 +132,12 @@ def softmax_bundle(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def unguarded_softmax(softmax_bundle) -> dict:
+def softmax_runs(softmax_bundle) -> dict:
     from runners.sandbox import Evaluator
 
     with Evaluator(softmax_bundle, "interpret", timeout=120, trials=3) as ev:
-        return _both(ev, _source("round4_online_softmax_without_inf_guard.py"))
+        return {"unguarded": _both(ev, _source("round4_online_softmax_without_inf_guard.py")),
+                "tail_first": _both(ev, _source("round4_online_softmax_tail_first.py"))}
 
 
 def test_an_online_softmax_without_the_inf_guard_is_wrong_on_a_masked_row(softmax_bundle, tmp_path):
@@ -158,19 +154,40 @@ def test_an_online_softmax_without_the_inf_guard_is_wrong_on_a_masked_row(softma
     assert got[2].isnan().all()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "runners/inputs.py make_tensor draws every floating input from a normal or uniform distribution, scaled: no "
-    "trial ever holds -inf, +inf or NaN, though callers pass them (-inf is how attention and logits are masked), "
-    "and runners/compare.py already compares NaN and Inf positions exactly. The textbook one-pass softmax whose "
-    "running maximum starts at -inf (no guard for a block that is still all -inf) is right on every input the "
-    "judge draws and NaN on every row with a masked prefix longer than its block: accepted under both "
-    "protocols. Fix: a trial of special values per case (a row with a masked -inf prefix longer than any block, "
-    "a row with -inf at random places, a fully masked row, one +inf and one NaN element), compared with the "
-    "oracle's output as always (NaN and Inf in the same places); a config switch `finite_only: true` per "
-    "argument for ops whose callers never pass them"))
+# (Was a hole, found this round: no trial held -inf, and the unguarded one-pass softmax was accepted under both
+# protocols. runners/judge.py _check_masked now runs a masked-rows trial where the baseline's outputs stay finite.)
 @pytest.mark.parametrize("protocol", ["verify", "search"])
-def test_an_online_softmax_without_the_inf_guard_is_refused(unguarded_softmax, protocol):
-    ev = unguarded_softmax[protocol]
+def test_an_online_softmax_without_the_inf_guard_is_refused(softmax_runs, protocol):
+    ev = softmax_runs["unguarded"][protocol]
+    assert ev.protocol == protocol
+    assert not ev.ok and ev.stage == "correctness", (ev.stage, ev.error)
+
+
+def test_an_unguarded_softmax_walking_from_the_end_is_wrong_on_a_masked_suffix(softmax_bundle, tmp_path):
+    """Control: right on finite rows and on a masked prefix (what the judge's masked trial holds), NaN on a row
+    whose last 150 of 200 scores are masked (a causal mask's future positions, right padding)."""
+    module = "tinyserve/kernels/softmax.py"
+    base = _import(softmax_bundle, module, None, tmp_path)
+    cheat = _import(softmax_bundle, module, _source("round4_online_softmax_tail_first.py"), tmp_path)
+    x = torch.randn(6, 200, generator=torch.Generator().manual_seed(0)).half()
+    x[0, :150] = float("-inf")
+    assert torch.allclose(cheat.softmax(x).float(), base.softmax(x).float(), atol=1e-4)
+    x[2, 50:] = float("-inf")
+    want, got = base.softmax(x).float(), cheat.softmax(x).float()
+    assert not want.isnan().any() and abs(float(want[2].sum()) - 1.0) < 1e-2
+    assert got[2].isnan().all()
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "runners/inputs.py masked_rows (the masked trial of runners/judge.py _check_masked) masks a prefix of one row "
+    "(its first 3/4) and random places of another, never a suffix: an unguarded one-pass softmax that walks the "
+    "row from its end (the ragged tail block first, as a kernel that peels it off the main loop) meets finite "
+    "scores first on a prefix mask and is right there, and is NaN on every row whose last block is all -inf: a "
+    "causal mask's future positions, right padding. Accepted under both protocols. Fix: mask a suffix too (a "
+    "third row with its last 3/4 at -inf), and a block-sized run in the middle of a fourth (a sliding window)"))
+@pytest.mark.parametrize("protocol", ["verify", "search"])
+def test_an_unguarded_softmax_walking_from_the_end_is_refused(softmax_runs, protocol):
+    ev = softmax_runs["tail_first"][protocol]
     assert ev.protocol == protocol
     assert not ev.ok and ev.stage == "correctness", (ev.stage, ev.error)
 
@@ -277,8 +294,8 @@ def test_a_kernel_that_reads_its_routing_once_is_refused(routing_runs, protocol)
 
 
 # ---- 3. work deferred to a later slot: the timed passes call the entry in slot order, on rows of one block -------
-# A judge of its own on the timed stand-in, with more slots than round 3's (16 in the samples and in the window:
-# enough for a group of 8 to show), both protocols in one judge.
+# A judge of its own on the timed stand-in, with more slots than round 3's (12 in the samples and in the window:
+# enough for a group of 6 to show), both protocols in one judge.
 _JUDGE4 = r"""
 import dataclasses, json, os, sys
 os.environ.setdefault("TRITON_INTERPRET", "1")
@@ -329,7 +346,7 @@ def _timed_judge(bundle, tmp_path, runs: list[tuple[str, str, int, dict]], symbo
     return json.loads(line[len("RESULTS "):])
 
 
-GROUP = 8  # calls per launch in the timed passes; 16 slots a pass
+GROUP = 6  # calls per launch in the timed passes; 12 slots a pass
 
 
 def _seeds_whose_reveals_miss(slot: int, count: int, reveal: int, want: int, hit: bool = False) -> list[int]:
@@ -348,15 +365,15 @@ def _seeds_whose_reveals_miss(slot: int, count: int, reveal: int, want: int, hit
 def timed_runs(rms_bundle, tmp_path_factory) -> dict:
     """Every timing attack of this round, one after the other, against one judge on the timed stand-in."""
     batched = _source("round4_batches_across_slots.py", GROUP=str(GROUP))
-    sixteen = {"max_slots": 16, "max_window_slots": 16, "reveal_slots": 16}
+    twelve = {"max_slots": 12, "max_window_slots": 12, "reveal_slots": 12}
     skipper = _source("round4_skips_unshown_slots.py", MAX_COUNT="64")
     # a prefill-like window: 12 slots, 2 shown a round (the fetch budget's floor); the cheat skips slot 11
     prefill = {"max_slots": 12, "max_window_slots": 12, "reveal_slots": 2}
     missed = _seeds_whose_reveals_miss(11, 12, 2, 2)
     runs = _timed_judge(rms_bundle, tmp_path_factory.mktemp("timed4"),
-                        [(batched, "verify", 5, sixteen), (batched, "search", 6, sixteen),
+                        [(batched, "verify", 5, twelve), (batched, "search", 6, twelve),
                          (skipper, "verify", missed[0], prefill), (skipper, "search", missed[1], prefill)],
-                        {"T": 1, "H": 256})
+                        {"T": 1, "H": 64})
     return {"batched": dict(zip(["verify", "search"], runs[:2])), "skipped": dict(zip(["verify", "search"], runs[2:]))}
 
 
@@ -386,7 +403,7 @@ def test_a_kernel_that_batches_across_slots_is_honest_outside_them(rms_evaluator
     "the judge's window alike; runners/judge_clock.py _corroborate checks only the state when the pass has ended "
     "(commitments after it, shown slots after that). A call reads its slot index and the slot count from its "
     "tensor's storage size and offset, returns a view into an output block of its own, and launches nothing; the "
-    "last call of each group of 8 launches one kernel over the whole group's rows (each slot's weight included). "
+    "last call of each group of 6 launches one kernel over the whole group's rows (each slot's weight included). "
     "Every output is right when the pass ends, so the judge's clock corroborates and credits about 3-8x on this "
     "stand-in (the honest copy of the baseline it runs outside the slots: about 1x), under both protocols; on a "
     "GPU at decode sizes (one row a call, launch-bound) the same. No caller gets it: a real call's output is "
