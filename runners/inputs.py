@@ -4,6 +4,7 @@ from __future__ import annotations
 import torch
 
 from .recorded import tensor as recorded_tensor
+from .recorded import value_sets
 from .shapes import eval_dim
 from .task import ArgSpec, Case
 
@@ -115,12 +116,15 @@ def masked_rows(kwargs: dict, gen: torch.Generator, keep=()) -> tuple[dict, list
     return out, changed
 
 
-def recorded_values(spec: ArgSpec, case: Case, dtype: torch.dtype, shape: tuple[int, ...], device: str):
+def recorded_values(spec: ArgSpec, case: Case, dtype: torch.dtype, shape: tuple[int, ...], device: str,
+                    trial: int = 0):
     """The values a captured call passed for this integer or bool tensor (fresh, on ``device``), or None when
-    the case draws it (a configured case, a floating tensor, or values too large to record)."""
-    rec = (getattr(case, "recorded", None) or {}).get(spec.name)
-    if rec is None or dtype.is_floating_point or dtype.is_complex:
+    the case draws it (a configured case, a floating tensor, or values too large to record). Trial 0 replays the
+    call the case was made from; later trials rotate through the other calls recorded at the case."""
+    sets = value_sets(case)
+    if not sets or spec.name not in sets[0] or dtype.is_floating_point or dtype.is_complex:
         return None
+    rec = sets[trial % len(sets)][spec.name]
     if tuple(rec["shape"]) != tuple(shape):
         raise ValueError(f"{case.id}: recorded values of `{spec.name}` have shape {rec['shape']}, the case needs "
                          f"{list(shape)}")
@@ -129,7 +133,7 @@ def recorded_values(spec: ArgSpec, case: Case, dtype: torch.dtype, shape: tuple[
 
 def make_inputs(args: list[ArgSpec], case: Case, device: str, seed: int, trial: int = 0) -> dict:
     """Keyword arguments for the entry function (all tensors fresh, drawn from ``seed``; a captured case's
-    integer tensors hold the values its call passed, the same in every trial)."""
+    integer tensors hold the values a recorded call passed: its own call in trial 0, then its variants in turn)."""
     gen = torch.Generator(device=device)
     gen.manual_seed(seed)
     shapes = case_shapes(args, case)
@@ -137,7 +141,7 @@ def make_inputs(args: list[ArgSpec], case: Case, device: str, seed: int, trial: 
     for spec in active_args(args, case):
         if spec.is_tensor:
             dtype = getattr(torch, spec.dtype or case.dtype)
-            t = recorded_values(spec, case, dtype, shapes[spec.name], device)
+            t = recorded_values(spec, case, dtype, shapes[spec.name], device, trial)
             if t is None:
                 t = make_tensor(spec, shapes[spec.name], dtype, device, gen, trial)
             kwargs[spec.name] = strided(t, getattr(case, "strides", {}).get(spec.name))
@@ -161,7 +165,12 @@ class SlotBank:
         self.blocks: dict[str, torch.Tensor] = {}
         self.slots: list[dict] = [{} for _ in range(count)]
         self.copies: list[tuple[torch.Tensor, torch.Tensor]] = []  # (slot tensor, its values in the block)
-        self.recorded: dict[str, torch.Tensor] = {}  # argument -> a captured call's values, in every slot
+        # argument -> the recorded calls' values, one row per call (runners/recorded.py value_sets): slot k holds
+        # call (k + offset) % calls, offset 0 when the bank is made (and a graph captured on it), another at every
+        # fill, so that what a kernel derived from one call's routing at capture is stale on the replays
+        self.recorded: dict[str, torch.Tensor] = {}
+        self.sets = max(1, len(value_sets(case)))
+        self.order = torch.arange(count, device=device)
         shapes = case_shapes(args, case)
         for spec in active_args(args, case):
             if not spec.is_tensor:
@@ -175,16 +184,16 @@ class SlotBank:
             row = -(-max(numel, 1) * elem // self.ALIGN) * self.ALIGN // elem
             block = torch.empty((count, row), dtype=dtype, device=device)
             self.blocks[spec.name] = block
-            values = recorded_values(spec, case, dtype, shape, device)
-            if values is not None:
-                self.recorded[spec.name] = values.reshape(1, -1)
+            values = [recorded_values(spec, case, dtype, shape, device, k) for k in range(self.sets)]
+            if values[0] is not None:
+                self.recorded[spec.name] = torch.stack([v.reshape(-1) for v in values])
             for k in range(count):
                 source = block[k, :numel].view(shape)
                 t = strided(source, getattr(case, "strides", {}).get(spec.name))
                 self.slots[k][spec.name] = t
                 if t.data_ptr() != source.data_ptr():  # a captured strided layout is a copy: refreshed by fill
                     self.copies.append((t, source))
-        self._replay()
+        self._replay(0)
         for spec in active_args(args, case):
             if not spec.is_tensor:
                 value = case.values.get(spec.name) if spec.name in getattr(case, "values", {}) else \
@@ -192,18 +201,22 @@ class SlotBank:
                 for k in range(count):
                     self.slots[k][spec.name] = value
 
-    def _replay(self) -> None:
-        """The recorded values into every slot of their blocks (one broadcast copy per argument)."""
+    def _replay(self, offset: int) -> None:
+        """The recorded values into every slot of their blocks (a gather and a copy per argument)."""
         for name, values in self.recorded.items():
-            self.blocks[name][:, :values.shape[1]].copy_(values.expand(self.count, -1))
+            if self.sets == 1:
+                self.blocks[name][:, :values.shape[1]].copy_(values.expand(self.count, -1))
+            else:
+                self.blocks[name][:, :values.shape[1]].copy_(values[(self.order + offset) % self.sets])
 
     def fill(self, seed: int) -> None:
         """New values for every slot, in place: a few kernels whatever the slot count and no Python per slot.
         The judge times the window's fill with its pass (runners/judge_clock.py), so host time here would be
-        noise on its clock. Recorded integer values are written back as they were, not drawn."""
+        noise on its clock. Recorded integer values are written back, not drawn: each slot another recorded call
+        than it held when the bank was made, where the case has more than one."""
         gen = torch.Generator(device=self.device)
         gen.manual_seed(seed)
-        self._replay()
+        self._replay(1 + seed % (self.sets - 1) if self.sets > 1 else 0)
         for spec in active_args(self.args, self.case):
             if not spec.is_tensor or spec.name in self.recorded:
                 continue

@@ -77,39 +77,81 @@ def tensor(rec: dict, dtype, device: str):
     return cpu.to(device=device, dtype=dtype, copy=True)
 
 
-def to_files(bundle: Path, cases: list[dict]) -> list[dict]:
-    """Case dicts for task.yaml: each recorded tensor's bytes written to ``bundle/recorded/<sha256>.bin`` and
-    its ``data`` replaced by that file's path (relative to the bundle)."""
+def value_sets(case) -> list[dict]:
+    """A case's recorded value sets: the call it was made from, then the other calls recorded at it."""
+    rec = getattr(case, "recorded", None) or {}
+    return [rec, *[v for v in (getattr(case, "variants", None) or []) if set(v) == set(rec)]] if rec else []
+
+
+MAX_VARIANTS = 3  # other calls kept per captured case, beside the one it was made from
+
+
+def add_variant(case, recorded: dict) -> bool:
+    """Keep another call's recorded values at ``case``: the same arguments in the same shapes, other values; at
+    most MAX_VARIANTS, and CASE_MAX_BYTES for all of a case's sets together. Returns whether it was kept."""
+    base = case.recorded or {}
+    if not base or set(recorded) != set(base) or len(case.variants) >= MAX_VARIANTS:
+        return False
+    if any(list(rec["shape"]) != list(base[name]["shape"]) for name, rec in recorded.items()):
+        return False
+    sets = value_sets(case)
+    digests = {tuple(sorted((n, r["sha256"]) for n, r in s.items())) for s in sets}
+    if tuple(sorted((n, r["sha256"]) for n, r in recorded.items())) in digests:
+        return False
+    if sum(nbytes(r) for s in [*sets, recorded] for r in s.values()) > CASE_MAX_BYTES:
+        return False
+    case.variants.append(recorded)
+    return True
+
+
+def _set_to_files(bundle: Path, recorded: dict) -> dict:
+    out = {}
+    for name, rec in recorded.items():
+        rel = f"{RECORDED_DIR}/{rec['sha256']}.bin"
+        path = Path(bundle) / rel
+        if not path.is_file():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(base64.b64decode(rec["data"]))
+        out[name] = {**{k: v for k, v in rec.items() if k != "data"}, "file": rel}
+    return out
+
+
+def _set_from_files(bundle: Path, recorded: dict) -> dict:
+    out = {}
+    for name, rec in recorded.items():
+        rel = rec.get("file", "")
+        if not rel.startswith(f"{RECORDED_DIR}/") or ".." in Path(rel).parts:
+            raise RecordedError(f"recorded values of `{name}` name {rel!r}, not a file under {RECORDED_DIR}/")
+        try:
+            raw = (Path(bundle) / rel).read_bytes()
+        except OSError as exc:
+            raise RecordedError(f"recorded values of `{name}` are missing from the bundle ({rel}): {exc}") from None
+        checked = entry(rec["dtype"], rec["shape"], raw)
+        if checked["sha256"] != rec["sha256"]:
+            raise RecordedError(f"{rel} does not hold the recorded values of `{name}` (digest differs)")
+        out[name] = checked
+    return out
+
+
+def _convert(cases: list[dict], one) -> list[dict]:
     out = []
     for case in cases:
-        recorded = {}
-        for name, rec in (case.get("recorded") or {}).items():
-            rel = f"{RECORDED_DIR}/{rec['sha256']}.bin"
-            path = Path(bundle) / rel
-            if not path.is_file():
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_bytes(base64.b64decode(rec["data"]))
-            recorded[name] = {**{k: v for k, v in rec.items() if k != "data"}, "file": rel}
-        out.append({**case, "recorded": recorded} if recorded else case)
+        recorded = one(case.get("recorded") or {})
+        variants = [one(v) for v in case.get("variants") or []]
+        if recorded:
+            case = {**case, "recorded": recorded}
+        if variants:
+            case = {**case, "variants": variants}
+        out.append(case)
     return out
+
+
+def to_files(bundle: Path, cases: list[dict]) -> list[dict]:
+    """Case dicts for task.yaml: each recorded tensor's bytes (of the case's call and of its variants) written to
+    ``bundle/recorded/<sha256>.bin`` and its ``data`` replaced by that file's path (relative to the bundle)."""
+    return _convert(cases, lambda recorded: _set_to_files(bundle, recorded))
 
 
 def from_files(bundle: Path, cases: list[dict]) -> list[dict]:
     """The inverse of ``to_files``: each ``file`` read back (and checked against its digest) into ``data``."""
-    out = []
-    for case in cases:
-        recorded = {}
-        for name, rec in (case.get("recorded") or {}).items():
-            rel = rec.get("file", "")
-            if not rel.startswith(f"{RECORDED_DIR}/") or ".." in Path(rel).parts:
-                raise RecordedError(f"recorded values of `{name}` name {rel!r}, not a file under {RECORDED_DIR}/")
-            try:
-                raw = (Path(bundle) / rel).read_bytes()
-            except OSError as exc:
-                raise RecordedError(f"recorded values of `{name}` are missing from the bundle ({rel}): {exc}") from None
-            checked = entry(rec["dtype"], rec["shape"], raw)
-            if checked["sha256"] != rec["sha256"]:
-                raise RecordedError(f"{rel} does not hold the recorded values of `{name}` (digest differs)")
-            recorded[name] = checked
-        out.append({**case, "recorded": recorded} if recorded else case)
-    return out
+    return _convert(cases, lambda recorded: _set_from_files(bundle, recorded))

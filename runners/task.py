@@ -70,6 +70,10 @@ class Case:
     # argument -> the values of an integer or bool tensor the call passed, replayed instead of drawn from
     # low..high (runners/recorded.py: dtype, shape, sha256 and the raw bytes as base64)
     recorded: dict[str, dict] = field(default_factory=dict)
+    # other calls the tests made at this case, as ``recorded`` dicts of the same arguments and shapes: later trials
+    # and the timing slots rotate through them, so that a kernel that keeps what it derived from one call's
+    # routing (token ids, block tables, expert ids) is wrong on the next, as it would be for every real caller
+    variants: list[dict[str, dict]] = field(default_factory=list)
 
     @property
     def id(self) -> str:
