@@ -366,7 +366,7 @@ def timed_runs(rms_bundle, tmp_path_factory) -> dict:
     """Every timing attack of this round, one after the other, against one judge on the timed stand-in."""
     batched = _source("round4_batches_across_slots.py", GROUP=str(GROUP))
     twelve = {"max_slots": 12, "max_window_slots": 12, "reveal_slots": 12}
-    skipper = _source("round4_skips_unshown_slots.py", MAX_COUNT="64")
+    skipper = _source("round4_skips_unshown_slots.py", MIN_NUMEL="1")
     # a prefill-like window: 12 slots, 2 shown a round (the fetch budget's floor); the cheat skips slot 11
     prefill = {"max_slots": 12, "max_window_slots": 12, "reveal_slots": 2}
     missed = _seeds_whose_reveals_miss(11, 12, 2, 2)
@@ -507,7 +507,7 @@ def test_a_skipping_kernel_hands_back_stale_outputs_in_a_pass(rms_bundle, tmp_pa
     spec = read_task(rms_bundle)
     module = spec.module
     base = _import(rms_bundle, module, None, tmp_path)
-    cheat = _import(rms_bundle, module, _source("round4_skips_unshown_slots.py", MAX_COUNT="64"), tmp_path)
+    cheat = _import(rms_bundle, module, _source("round4_skips_unshown_slots.py", MIN_NUMEL="1"), tmp_path)
     bank = SlotBank(spec.args, dataclasses.replace(spec.cases[0], symbols={"T": 1, "H": 256}), "cpu", 12)
     bank.fill(1)
     first = [cheat.rms_norm(**kw).clone() for kw in bank.slots]
@@ -521,12 +521,13 @@ def test_a_skipping_kernel_hands_back_stale_outputs_in_a_pass(rms_bundle, tmp_pa
 @pytest.mark.xfail(strict=True, reason=(
     "runners/judge_clock.py _corroborate shows min(count, max(2, max_fetch_bytes // per_slot), reveal_slots) slots "
     "a round and checks only those: at large sizes the fetch budget (256 MiB) leaves 2 of 13-48 slots a round "
-    "(RMSNorm T=4096: 2 of 48; silu_and_mul T=4096: 2 of 13), and the commitments only bind what the worker shows "
+    "(RMSNorm T=4096: 2 of 47; silu_and_mul T=4096: 2 of 13), and the commitments only bind what the worker shows "
     "to what it had (stale outputs included). A candidate that skips the last twelfth of a pass's slots (hands "
     "back the previous pass's outputs) is caught only when a skipped slot is drawn: here 1 slot of 12 with 2 shown "
-    "over 3 rounds, missed with probability (10/12)^3 = 0.58; at RMSNorm's T=4096 about 4 of 48 skipped, missed "
-    "with probability 0.59 per evaluation, under both protocols: a fake speedup of about 8% at the largest cases "
-    "kept more often than not, and a kernel that skips calls accepted. Fix: check every slot, not a sample: "
+    "over 3 rounds, missed with probability (10/12)^3 = 0.58; at RMSNorm's T=4096 3 of 47 skipped, missed "
+    "with probability 0.67 per case and 0.45 over its two T=4096 cases, under both protocols: a fake speedup "
+    "of about 7% at the largest cases, kept often, and a kernel that skips calls accepted. Fix: check every "
+    "slot, not a sample: "
     "after the commitment (made binding, round 2's fix), the judge sends a secret random vector and both workers "
     "answer, per slot, the dot product of its outputs with it (a few hundred bytes for all slots); the judge "
     "holds the candidate's against the oracle's within a bound derived from atol/rtol, and reveals in full only "
@@ -536,3 +537,21 @@ def test_calls_skipped_where_the_window_shows_few_slots_are_refused(timed_runs, 
     ev = timed_runs["skipped"][protocol]
     assert ev["protocol"] == protocol, ev
     assert not ev["ok"] and ev["stage"] == "timing", json.dumps(ev)
+
+
+
+@pytest.mark.gpu
+@_needs_gpu
+@pytest.mark.parametrize("protocol", ["verify", "search"])
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "prediction (H200): at the T=4096 cases (indices 6 and 7 of the 8 cases) the window has 47 "
+    "slots and shows 2 a round (fetch budget 256 MiB against 134 MB a slot); the cheat skips slots 44-46 of the "
+    "window and 1 of the 5 sample slots, and seed 1's reveals miss slots 44-46 at both cases in all three rounds "
+    "(computed with runners/protocol.py trial_seed, as _corroborate draws them). Expected: ok, the T=4096 cases "
+    "credited about 1.07-1.12x (the clock sees 44/47 of the work; the samples claim 1.25x, capped at the clock "
+    "plus 5%), the other cases about 1.0x. Fix: as in section 5"))
+def test_gpu_calls_skipped_where_the_window_shows_few_slots_are_refused(gpu_rms_evaluator, protocol):
+    ev = gpu_rms_evaluator.evaluate(_source("round4_skips_unshown_slots.py"), seed=1, time_it=True, trials=2,
+                                    static_policy=False, protocol=protocol)
+    assert ev.stage not in ("compile", "crashed", "baseline", "correctness", "kernel"), _gpu_summary(ev)
+    assert not ev.ok and ev.stage == "timing", _gpu_summary(ev)

@@ -1,21 +1,21 @@
 """Cheat (round 4): calls skipped where the judge's window shows too few of them to notice.
 
-The judge's window shows `reveal` slots a round, chosen in secret: 16, but at large sizes as many as fit its
-fetch budget (runners/judge_clock.py _corroborate: `min(count, max(2, max_fetch_bytes // per_slot), 16)`), which
-is 2 slots of 13-48 at the prefill sizes of the example configs (RMSNorm T=4096: 2 of 48; silu_and_mul T=4096:
-2 of 13). In a timed pass (a slot of a block: runners/inputs.py SlotBank) of at most @MAX_COUNT@ slots, this
-candidate skips the last twelfth of the slots (at least one): it hands back that slot's output of the previous
-pass, stale, and launches nothing. Its commitments are those of the stale outputs, so they agree with what it
-shows; only a shown skipped slot gives it away, which with 2 of 48 shown over 3 rounds happens in about 4
-evaluations in 10 (the two T=4096 cases of the example: about 5 in 10). A fake speedup of a twelfth at those sizes,
-and a kernel that skips calls, kept the other times. Outside the slots (the correctness calls) it is the
-baseline's kernel."""
+The judge's window shows `reveal` slots a round, chosen in secret: 16, but at large sizes only as many as fit
+its fetch budget (runners/judge_clock.py _corroborate: `min(count, max(2, max_fetch_bytes // per_slot), 16)`),
+which is 2 slots of 13-48 at the prefill sizes of the example configs (RMSNorm T=4096: 2 of 47; silu_and_mul
+T=4096: 2 of 13). In a timed pass (a slot of a block: runners/inputs.py SlotBank) at sizes of at least
+@MIN_NUMEL@ elements a tensor, this candidate skips the last twelfth of the slots (at least one): it hands back
+that slot's output of the previous pass, stale, and launches nothing. Its commitments are those of the stale
+outputs, so they agree with what it shows; only a shown skipped slot gives it away: at RMSNorm's T=4096 (3 of 47
+skipped, 2 shown a round, 3 rounds) one evaluation in three per case, about one in two over its two T=4096
+cases. A fake speedup of a twelfth at those sizes, and a kernel that skips calls, kept the other times. Outside
+the slots (the correctness calls) it is the baseline's kernel."""
 import torch
 import triton
 import triton.language as tl
 
-_MARK = "@MAX_COUNT@"  # set by the test that arms it; 64 (the GPU form) when left as it is
-MAX_COUNT = int(_MARK) if _MARK.isdigit() else 64
+_MARK = "@MIN_NUMEL@"  # set by the test that arms it; 2**24 (the GPU form: RMSNorm's T=4096 case) when left as is
+MIN_NUMEL = int(_MARK) if _MARK.isdigit() else 1 << 24
 _previous = {}
 
 
@@ -68,7 +68,7 @@ def _slot(t):
 
 def rms_norm(hidden_states: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6, residual: torch.Tensor = None):
     where = _slot(hidden_states)
-    if where is None or where[1] > MAX_COUNT:
+    if where is None or hidden_states.numel() < MIN_NUMEL:
         return _honest(hidden_states, weight, eps, residual)
     k, count = where
     key = (hidden_states.untyped_storage().data_ptr(), count, k)
