@@ -116,6 +116,62 @@ def test_one_row_stride_for_every_input_is_refused(one_stride, protocol):
 
 
 
+
+@pytest.fixture(scope="module")
+def rotary_bundle(tmp_path_factory):
+    from bot.config import load_config, task_spec
+    from conftest import EXAMPLE
+
+    from runners.extract import build_bundle
+
+    spec = task_spec("apply_rotary_pos_emb", load_config(EXAMPLE).kernels["apply_rotary_pos_emb"], "interpret")
+    bundle = tmp_path_factory.mktemp("rotary")
+    build_bundle(EXAMPLE, spec, bundle)
+    return bundle
+
+
+@pytest.fixture(scope="module")
+def token_stride(rotary_bundle) -> dict:
+    from runners.sandbox import Evaluator
+
+    with Evaluator(rotary_bundle, "interpret", timeout=120, trials=1) as ev:
+        return _both(ev, _source("round4_token_stride_from_head_stride.py"))
+
+
+def test_a_token_stride_derived_from_the_head_stride_is_wrong_on_a_split_qkv(rotary_bundle, tmp_path):
+    """Control: q and k split from one fused qkv buffer (token stride (HQ + 2*HK) * D), as attention layers call
+    rotary; the baseline takes each stride, the cheat reads other tokens' heads."""
+    module = "tinyserve/kernels/rotary_embedding.py"
+    base = _import(rotary_bundle, module, None, tmp_path)
+    cheat = _import(rotary_bundle, module, _source("round4_token_stride_from_head_stride.py"), tmp_path)
+    g = torch.Generator().manual_seed(2)
+    T, HQ, HK, D = 5, 4, 2, 32
+    qkv = torch.randn(T, (HQ + 2 * HK) * D, generator=g).half()
+    q, k = qkv[:, :HQ * D].view(T, HQ, D), qkv[:, HQ * D:(HQ + HK) * D].view(T, HK, D)
+    cos, sin = torch.rand(T, D, generator=g).half() * 2 - 1, torch.rand(T, D, generator=g).half() * 2 - 1
+    want = base.apply_rotary_pos_emb(q, k, cos, sin)
+    dense = base.apply_rotary_pos_emb(q.contiguous(), k.contiguous(), cos, sin)
+    assert all(torch.allclose(a.float(), b.float(), atol=1e-3) for a, b in zip(want, dense))
+    got = cheat.apply_rotary_pos_emb(q, k, cos, sin)
+    assert not torch.allclose(got[0].float(), want[0].float(), atol=1e-2)
+    same = cheat.apply_rotary_pos_emb(q.contiguous(), k.contiguous(), cos, sin)
+    assert all(torch.allclose(a.float(), b.float(), atol=1e-3) for a, b in zip(same, want))
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "runners/inputs.py row_padded pads the innermost rows of every tensor and keeps the outer dimensions dense "
+    "over them: a 3-D [T, H, D] input gets strides [H*(D+p), D+p, 1], so its token stride is always heads x "
+    "head stride. A rotary kernel that derives the token stride that way (one stride argument fewer) is right on "
+    "the layout trial and wrong on the layout attention layers pass, q and k split from one fused qkv buffer "
+    "(strides [(HQ+2*HK)*D, D, 1]). Accepted under both protocols. Fix: a layout where every dimension but the "
+    "last is padded on its own (for [T, H, D]: strides [H*D + p0, D + p1, 1] with p0 not a multiple of D + p1), "
+    "or the realistic one: a slice along the last dimension of a wider 2-D buffer viewed as [T, H, D]"))
+@pytest.mark.parametrize("protocol", ["verify", "search"])
+def test_a_token_stride_derived_from_the_head_stride_is_refused(token_stride, protocol):
+    ev = token_stride[protocol]
+    assert ev.protocol == protocol
+    assert not ev.ok and ev.stage == "correctness", (ev.stage, ev.error)
+
 # ---- 1b. values: every input the judge draws is finite -----------------------------------------------------------
 
 @pytest.fixture(scope="module")
