@@ -95,10 +95,12 @@ def row_padded(kwargs: dict, keep=()) -> tuple[dict, list[str]]:
 
 
 def masked_rows(kwargs: dict, gen: torch.Generator, keep=()) -> tuple[dict, list[str]]:
-    """``kwargs`` with -inf where callers put it to mask scores (padding, a causal or sliding-window mask): in
-    every floating tensor of two or more dimensions with rows of at least 4, the first row gets a masked prefix
-    of three quarters of its length (longer than any block a kernel walks the row in) and the second row -inf at
-    about half its places, drawn from ``gen``. Returns the new arguments and the names of those changed."""
+    """``kwargs`` with -inf where callers put it to mask scores, in every floating tensor of two or more
+    dimensions with rows of at least 4: row 0 a masked prefix (left padding, a sliding window's past), row 1 a
+    masked suffix (a causal mask's future, right padding), each three quarters of the row (longer than any block a
+    kernel walks it in, from either end), row 2 a masked run in the middle, row 3 -inf at about half its places.
+    A tensor of one row gets the prefix or the suffix, drawn from ``gen``. Returns the new arguments and the names
+    of those changed."""
     out, changed = dict(kwargs), []
     for name, t in kwargs.items():
         if (not isinstance(t, torch.Tensor) or not t.dtype.is_floating_point or t.dim() < 2 or t.shape[-1] < 4
@@ -106,11 +108,16 @@ def masked_rows(kwargs: dict, gen: torch.Generator, keep=()) -> tuple[dict, list
             continue
         rows = t.detach().clone().reshape(-1, t.shape[-1])
         n = rows.shape[1]
-        rows[0, : (3 * n + 3) // 4] = float("-inf")
-        if rows.shape[0] > 1:
+        span = (3 * n + 3) // 4
+        first = int(torch.randint(2, (1,), generator=gen, device=gen.device)) if rows.shape[0] == 1 else 0
+        patterns = [slice(0, span), slice(n - span, n), slice(n // 8, n // 8 + n // 2)][first:]
+        for r, cols in enumerate(patterns[: rows.shape[0]]):
+            rows[r, cols] = float("-inf")
+        if rows.shape[0] > len(patterns):
+            r = len(patterns)
             holes = torch.rand(n, generator=gen, device=gen.device) < 0.5
             holes[int(torch.randint(n, (1,), generator=gen, device=gen.device))] = False  # one place stays finite
-            rows[1, holes.to(rows.device)] = float("-inf")
+            rows[r, holes.to(rows.device)] = float("-inf")
         out[name] = strided(rows.reshape(t.shape), list(t.stride()))
         changed.append(name)
     return out, changed
