@@ -13,15 +13,17 @@ of drawing them from ``low``..``high``, which would give indices that do not fit
 from __future__ import annotations
 
 import ast
+import atexit
 import json
 import logging
+import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from runners.inputs import eval_dim
-from runners.recorded import CASE_MAX_BYTES, ITEM_SIZES, RecordedError, entry, nbytes
+from runners.recorded import CASE_MAX_BYTES, ITEM_SIZES, RecordedError, add_variant, entry, nbytes
 from runners.recorded import tensor as recorded_tensor
 from runners.task import Case
 from runners.syntax import parse
@@ -38,7 +40,9 @@ from .config import size_value
 from .target import Target
 
 PLUGIN = Path(__file__).resolve().parent.parent / "runners" / "capture_plugin.py"
+SHIMS = PLUGIN.parent / "interpreter_shims.py"
 PLUGIN_NAME = "ks_capture_plugin"
+_DEVICE_WORDS = ("cuda", "nvidia", "gpu", "driver", "device", "hip", "rocm", "nvml")
 INTERPRETER_MAX_ELEMENTS = 1 << 18  # larger captured calls are left to the GPU: the interpreter is slow
 INIT_CALLS = 200  # `kernelsmith init --capture` stops the test run after this many recorded calls
 log = logging.getLogger("kernelsmith.capture")
@@ -50,7 +54,10 @@ class Capture:
     calls: list[dict] = field(default_factory=list)
     installed: bool = False
     error: str | None = None  # why the plugin could not wrap the entry
+    error_frames: list[dict] = field(default_factory=list)  # where, in the repository's files (importing it)
+    shims: list[str] = field(default_factory=list)  # interpreter shims put in (runners/interpreter_shims.py)
     runs_pytest: bool = True
+    backend: str = "triton"
     cuda_moved: int | None = None  # on the interpreter: tensor placements on `cuda` the tests made, moved to the CPU
     value_files: int = 0  # distinct integer/bool tensors whose values were recorded
     value_bytes: int = 0
@@ -59,7 +66,7 @@ class Capture:
     def why_none(self) -> str:
         """Why no call was recorded, in one line: the recorder's error, or the test's exit and last line."""
         if self.error:
-            return f"the recorder could not wrap the entry ({self.error})"
+            return self._import_failure()
         if not self.runs_pytest:
             return "the test command does not run pytest, so the recorder was not loaded"
         lines = [x.strip() for x in self.run.output_tail.splitlines() if x.strip()]
@@ -72,6 +79,44 @@ class Capture:
         return f"`{self.run.command}` passed without calling it ({last.strip()[:200]})"
 
 
+    def _import_failure(self) -> str:
+        """The recorder imports the kernel module the way the tests do (through its package ``__init__``
+        files): name the repository's line that failed, and say when it is the environment, not the kernel."""
+        frames = self.error_frames
+        where = ""
+        if frames:
+            last = frames[-1]
+            where = f" at {last['file']} line {last['line']}" + (f" (`{last['code']}`)" if last["code"] else "")
+            if len(frames) > 1 and frames[0]["file"] != last["file"]:
+                where += f", reached from {frames[0]['file']} line {frames[0]['line']}"
+        text = f"importing the kernel module as the tests do failed{where}: {self.error}"
+        if self.backend == "interpret" and any(w in (self.error or "").lower() for w in _DEVICE_WORDS):
+            text += (" — that line asks for a GPU while the package is imported, and the CPU interpreter has none: "
+                     "the environment, not the kernel; capture on a GPU (--backend triton), or set `capture: false`")
+        return text
+
+
+_DRY_RUN_DIR: list[Path] = []
+
+
+def cpu_dry_run(env: dict[str, str]) -> dict[str, str]:
+    """Every pytest run of the repository's tests on the CPU interpreter (the capture run, the run before any
+    change, the run with the champion) loads the capture plugin for its CPU dry run only: tensors the tests put
+    on ``cuda`` are made on the CPU, ``torch.cuda`` bookkeeping does nothing, and Triton's interpreter gets a
+    stand-in driver and list grids. Without ``KS_CAPTURE_MODULE`` it records nothing."""
+    if not _DRY_RUN_DIR:
+        folder = Path(tempfile.mkdtemp(prefix="ks-cpu-dry-run-"))
+        shutil.copyfile(PLUGIN, folder / f"{PLUGIN_NAME}.py")
+        shutil.copyfile(SHIMS, folder / "ks_interpreter_shims.py")
+        atexit.register(shutil.rmtree, folder, True)
+        _DRY_RUN_DIR.append(folder)
+    env["PYTHONPATH"] = os.pathsep.join([str(_DRY_RUN_DIR[0]), *filter(None, [env.get("PYTHONPATH")])])
+    env["KS_CAPTURE_CPU"] = "1"
+    if f"-p {PLUGIN_NAME}" not in env.get("PYTEST_ADDOPTS", ""):
+        env["PYTEST_ADDOPTS"] = f"-p {PLUGIN_NAME} {env.get('PYTEST_ADDOPTS', '')}".strip()
+    return env
+
+
 def run_capture(target: Target, test: str, module: str, entry: str, backend: str,
                 timeout: float = 900.0, stop_after: int | None = None) -> Capture:
     """The test at HEAD with the capture plugin recording calls of ``module.entry`` (a dotted name).
@@ -80,6 +125,7 @@ def run_capture(target: Target, test: str, module: str, entry: str, backend: str
     tmp = Path(tempfile.mkdtemp(prefix="ks-capture-"))
     try:
         shutil.copyfile(PLUGIN, tmp / f"{PLUGIN_NAME}.py")
+        shutil.copyfile(SHIMS, tmp / "ks_interpreter_shims.py")
         out = tmp / "calls.jsonl"
         values = tmp / "values"
         values.mkdir()
@@ -89,18 +135,19 @@ def run_capture(target: Target, test: str, module: str, entry: str, backend: str
             env.update(KS_CAPTURE_MODULE=module, KS_CAPTURE_ENTRY=entry, KS_CAPTURE_OUT=str(out),
                        KS_CAPTURE_VALUES=str(values), KS_CAPTURE_CPU="1" if backend == "interpret" else "0",
                        KS_CAPTURE_STOP=str(stop_after or 0))
-            if parsed.is_command:  # a command that runs pytest picks the plugin up from here
+            if f"-p {PLUGIN_NAME}" not in env.get("PYTEST_ADDOPTS", ""):  # pytest and commands that run it
                 env["PYTEST_ADDOPTS"] = f"-p {PLUGIN_NAME} {env.get('PYTEST_ADDOPTS', '')}".strip()
             python = target.tests.python if target.tests else None
-            argv = command_line(parsed, python, None if parsed.is_command else PLUGIN_NAME)
+            argv = command_line(parsed, python, None)
             run = timed_test_run(argv, root, env, timeout, python)
         run.command = run.command.replace(f" -p {PLUGIN_NAME}", "")  # shown as the user would run it
-        capture = Capture(run=run, runs_pytest=parsed.runs_pytest)
+        capture = Capture(run=run, runs_pytest=parsed.runs_pytest, backend=backend)
         loaded: dict[str, dict] = {}  # sha256 -> the recorded tensor, shared by the calls that passed it
         for line in out.read_text().splitlines() if out.exists() else []:
             record = json.loads(line)
             if record.get("summary"):
                 capture.installed, capture.error = record["installed"], record["error"]
+                capture.error_frames, capture.shims = record.get("error_frames") or [], record.get("shims") or []
                 capture.cuda_moved = record.get("cuda_moved")
                 capture.value_files, capture.value_bytes = record.get("value_files", 0), record.get("value_bytes", 0)
                 capture.values_skipped = record.get("values_skipped", 0)
@@ -275,6 +322,8 @@ def captured_cases(calls: list[dict], kernel, backend: str, limit: int,
         if case.id not in seen and case.id not in unique:
             unique[case.id] = case
             drawn[case.id] = replayed_values(call, kernel)[1]
+        elif case.id in unique:  # another call at this case: its integer values vary the later trials and slots
+            add_variant(unique[case.id], case.recorded)
     ordered = sorted(unique.values(), key=lambda c: (_elements(c, kernel), c.id))
     if limit <= 0:
         ordered = []  # `captured_cases: 0`: record for the report, keep none
@@ -293,5 +342,6 @@ def captured_cases(calls: list[dict], kernel, backend: str, limit: int,
     summary = {"calls": len(calls), "distinct": len(unique), "kept": len(ordered), "skipped": skipped,
                "written_by_tests": sorted(written), "undeclared_written": undeclared,
                "replayed": sorted({n for c in ordered for n in c.recorded}),
-               "replayed_cases": sum(1 for c in ordered if c.recorded), "not_replayed": not_replayed}
+               "replayed_cases": sum(1 for c in ordered if c.recorded), "not_replayed": not_replayed,
+               "replayed_calls": sum(1 + len(c.variants) for c in ordered if c.recorded)}
     return ordered, summary

@@ -12,6 +12,7 @@ import ast
 import difflib
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -180,3 +181,60 @@ def import_error(name: str, kernel: KernelConfig, result: dict, backend: str, py
     return UserError(f"importing {kernel.path} fails at {at}{code}{via}: {what}",
                      "Fix that line, or make the module importable in a plain worker process (every package it "
                      "imports installed in the `python:` environment, no work at import time).")
+
+
+_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)\n(?:\s+(.+))?')
+_TORCH_NO_GPU = ("Torch not compiled with CUDA enabled", "Found no NVIDIA driver", "No CUDA GPUs are available",
+                 "no GPU: kernelsmith runs this on Triton's CPU interpreter")
+
+
+def _code_lines(error: str, files: list[str], root: Path | None) -> list[tuple[str, int, str]]:
+    """(file, line, code) of the traceback's code lines that appear in ``files``, for a traceback cut short
+    before its ``File`` line (the worker keeps the last lines only)."""
+    out = []
+    codes = [x.strip() for x in error.splitlines() if x.startswith("    ") and not x.strip().startswith(("File ", "^", "~"))]
+    for rel in files if root else []:
+        try:
+            lines = (Path(root) / rel).read_text(errors="replace").splitlines()
+        except OSError:
+            continue
+        for code in codes:
+            hits = [i for i, x in enumerate(lines, 1) if x.strip() == code]
+            if len(hits) == 1:
+                out.append((rel, hits[0], code))
+    return out
+
+
+def environment_fault(error: str, backend: str, files: list[str], root: Path | None = None) -> str | None:
+    """When a baseline failure on the CPU interpreter comes from the interpreter or the missing GPU rather than
+    from the kernel: what happened, at the repository's own line (``files``: the bundle's modules, relative
+    to the repository root ``root``). None when the kernel may be at fault."""
+    if backend != "interpret":
+        return None
+    frames = [(path, int(line), fn, (code or "").strip()) for path, line, fn, code in _FRAME.findall(error)]
+    ours = [(rel, line, code) for path, line, _, code in frames for rel in files
+            if Path(path).as_posix().endswith("/" + rel)] or _code_lines(error, files, root)
+    at = f" ({ours[-1][0]} line {ours[-1][1]}: `{ours[-1][2]}`)" if ours else ""
+    last = next((x.strip() for x in reversed(error.strip().splitlines()) if x.strip()), error.strip())
+    if "active drivers" in error:
+        return (f"the kernel's code asks Triton's driver which GPU it runs on{at}, and Triton's CPU interpreter has "
+                f"no driver ({last}): the environment, not the kernel. Run on a GPU (--backend triton)")
+    if any(w in error for w in _TORCH_NO_GPU):
+        return (f"the entry asks torch.cuda about the GPU when it is called{at}, and the CPU interpreter has "
+                f"none ({last}): the environment, not the kernel. Run on a GPU (--backend triton)")
+    where = [i for i, (path, *_) in enumerate(frames) if Path(path).as_posix().endswith("triton/runtime/interpreter.py")]
+    kernel_frames = [i for i, (path, *_) in enumerate(frames) if any(Path(path).as_posix().endswith("/" + r)
+                                                                     for r in files)]
+    wrapped = "InterpreterError" in last.split(":")[0]  # the kernel's body failed: the interpreter re-raises it
+    if where and not wrapped and frames[-1][0] == frames[where[-1]][0] and not [i for i in kernel_frames
+                                                                              if i > where[0]]:
+        line = frames[where[-1]][1]
+        if "can only concatenate list" in error:
+            return (f"Triton's CPU interpreter cannot launch this kernel as written{at}: the grid is a list, which "
+                    f"compiled Triton accepts and the interpreter does not ({last}, raised in "
+                    f"triton/runtime/interpreter.py line {line}, before the kernel ran): the environment, not the "
+                    "kernel. Run on a GPU (--backend triton)")
+        return (f"Triton's CPU interpreter failed while launching the kernel{at}, before the kernel ran ({last}, "
+                f"raised in triton/runtime/interpreter.py line {line}): the interpreter may not support this launch "
+                "as written (compiled Triton may), or the configured arguments do not fit it")
+    return None

@@ -223,6 +223,12 @@ def _check_baseline(job: _Job, evaluator: Evaluator, progress: Progress) -> tupl
             raise UserError(f"the workers cannot import {job.kernel.path}: {error}",
                             "Install what it imports in the workers' Python, or name the target's environment "
                             "with `python:` in .github/kernelsmith.yml.")
+        from .kernel_checks import environment_fault
+
+        fault = environment_fault(error, job.backend, job.spec.files or [job.kernel.path], job.target.root)
+        if fault:  # the interpreter or the missing GPU, not the kernel: say so instead of "fix the kernel"
+            raise UserError(f"the kernel `{job.spec.kernel}` ({job.kernel.path}) could not be checked here: {fault}",
+                            "Nothing is wrong with the kernel as far as kernelsmith knows; run it where it can run.")
         raise UserError(
             f"the kernel `{job.spec.kernel}` does not compile or run as it is in {job.kernel.path} "
             f"(stage {evaluation.stage}, on the configured or captured inputs): {error}",

@@ -133,6 +133,9 @@ def pytest_env(backend: str, root: Path, settings: TestSettings | None = None) -
         env["PATH"] = os.pathsep.join([str(Path(settings.python).parent), env.get("PATH", "")])
     if backend == "interpret":
         env["TRITON_INTERPRET"] = "1"
+        from .capture import cpu_dry_run  # tests written for a GPU run on the CPU, in every run (not only capture)
+
+        cpu_dry_run(env)
     else:
         env.pop("TRITON_INTERPRET", None)
     return env

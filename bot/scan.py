@@ -285,12 +285,28 @@ def is_benchmark(rel: str) -> bool:
         or any(w in PurePosixPath(words[-1]).stem for w in ("bench", "perf", "tuning", "profil"))
 
 
+_GENERIC_WORDS = frozenset({"test", "tests", "kernel", "kernels", "triton", "op", "ops", "cuda", "utils", "impl",
+                            "fused", "fwd", "bwd", "forward", "backward", "py"})
+
+
+def _words(name: str) -> set[str]:
+    return {w for w in name.lower().replace("-", "_").split("_") if w and w not in _GENERIC_WORDS}
+
+
+def named_after(row: ScanRow, test: str) -> int:
+    """How many words the test file's name shares with the kernel's file and entry (``test_apply_rotary.py``
+    and ``apply_rotary_pos_emb.py``: 2; ``test_dsa_indexer_preprocess.py``, which only uses it as a helper: 0)."""
+    source = Path(row.entry_file or row.file).stem
+    return len(_words(Path(test).stem) & (_words(source) | _words(row.entry_name or "")))
+
+
 def closeness(row: ScanRow, test: str, root: Path | None) -> tuple:
-    """Closest first: a test that names the entry, then its module, then one named after its file; benchmark
-    and tuning scripts after every other test."""
+    """Closest first: a test that names the entry, then one whose file name shares the most words with the
+    kernel's file and entry, then one that names its module, then one named after its file; benchmark and
+    tuning scripts after every other test."""
     source = Path(row.entry_file or row.file)
     text = (Path(root) / test).read_text(errors="replace") if root and (Path(root) / test).is_file() else ""
-    return (is_benchmark(test), bool(row.entry_name) and row.entry_name not in text,
+    return (is_benchmark(test), bool(row.entry_name) and row.entry_name not in text, -named_after(row, test),
             f".{source.stem}" not in text and f"/{source.stem}" not in text, source.stem not in Path(test).stem,
             Path(test).name == "conftest.py", not {"test", "tests"} & set(Path(test).parts[:-1]), len(Path(test).parts),
             test)

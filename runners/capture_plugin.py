@@ -18,8 +18,12 @@ environment says what to record:
     KS_CAPTURE_VALUE_ELEMENTS  a tensor over this many elements is not recorded (default 1 Mi)
     KS_CAPTURE_VALUE_BYTES     nor once the files of the run hold this many bytes (default 64 MiB)
     KS_CAPTURE_CPU      "1" on the CPU interpreter: tensors the tests place on ``cuda`` (``device="cuda"``,
-                        ``.cuda()``, ``.to("cuda")``) are made on the CPU instead, and ``torch.cuda.synchronize``
-                        does nothing, so that tests written for a GPU run as a dry run; the summary counts them
+                        ``.cuda()``, ``.to("cuda")``) are made on the CPU instead; ``torch.cuda.synchronize``,
+                        ``set_device`` and ``empty_cache`` do nothing and ``current_device()`` is 0; Triton's
+                        interpreter gets a stand-in driver and list grids (``runners/interpreter_shims.py``,
+                        copied beside this file as ``ks_interpreter_shims.py``). Tests written for a GPU run as
+                        a dry run; the summary counts the moved tensors. Without KS_CAPTURE_MODULE the plugin
+                        records nothing: every test run on the interpreter loads it for the dry run alone
 
 Each line holds, per argument, a tensor's shape, dtype, strides, contiguity, storage offset and device, or a
 scalar's value, and which tensors the call wrote; and the test that made the call. An integer or bool tensor
@@ -78,6 +82,12 @@ def _map_cuda_to_cpu() -> None:
             return func(*args, **kwargs)
 
     torch.cuda.synchronize = lambda *a, **k: None
+    # the device-index bookkeeping tests do before they place tensors (``torch.cuda.current_device()`` to
+    # build a device, ``set_device(0)``, ``empty_cache()``): the one "GPU" is the CPU. Queries of the device
+    # itself (properties, capability) still raise: there is no GPU to describe
+    torch.cuda.current_device = lambda: 0
+    torch.cuda.set_device = lambda *a, **k: None
+    torch.cuda.empty_cache = lambda: None
     CudaOnCpu().__enter__()  # never left: the mode lasts as long as the test run
 
 
@@ -229,6 +239,22 @@ def _rebind() -> None:
                 namespace[name] = wrapper
 
 
+def _frames_in_checkout(exc: BaseException) -> list[dict]:
+    """The traceback frames of ``exc`` that lie in the repository (the test run's folder), relative to it."""
+    import traceback
+
+    root = os.path.realpath(os.getcwd())
+    out = []
+    for frame in traceback.extract_tb(exc.__traceback__):
+        if not os.path.isabs(frame.filename) or not os.path.isfile(frame.filename):  # <frozen importlib...>
+            continue
+        path = os.path.realpath(frame.filename)
+        if path.startswith(root + os.sep):
+            out.append({"file": os.path.relpath(path, root), "line": frame.lineno, "function": frame.name,
+                        "code": (frame.line or "").strip()})
+    return out
+
+
 def install() -> None:
     if _STATE["wrapper"] is not None or not os.environ.get("KS_CAPTURE_MODULE"):
         return
@@ -237,14 +263,31 @@ def install() -> None:
         original = getattr(module, os.environ["KS_CAPTURE_ENTRY"])
     except Exception as exc:  # noqa: BLE001 - the test run goes on; kernelsmith reports the reason
         _STATE["error"] = f"{type(exc).__name__}: {exc}"
+        _STATE["error_frames"] = _frames_in_checkout(exc)
         return
     _STATE["original"], _STATE["wrapper"] = original, _wrap(original)
     _STATE["error"] = None
     _rebind()
 
 
+def _interpreter_shims() -> None:
+    """On the CPU interpreter: a stand-in Triton driver and list grids (runners/interpreter_shims.py)."""
+    import importlib.util
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    for name in ("ks_interpreter_shims.py", "interpreter_shims.py"):  # copied beside it, or runners/ itself
+        path = os.path.join(here, name)
+        if os.path.isfile(path):
+            spec = importlib.util.spec_from_file_location("ks_interpreter_shims", path)
+            shims = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(shims)
+            _STATE["shims"] = shims.install()
+            return
+
+
 if os.environ.get("KS_CAPTURE_CPU") == "1":
     _map_cuda_to_cpu()
+    _interpreter_shims()
 install()  # before conftest files and test modules bind the entry by name
 
 
@@ -263,7 +306,10 @@ def pytest_collection_finish(session) -> None:
 
 
 def pytest_sessionfinish(session, exitstatus) -> None:
+    if not os.environ.get("KS_CAPTURE_OUT"):  # loaded for the CPU dry run only (bot/capture.py cpu_dry_run)
+        return
     _write({"summary": True, "calls": _STATE["calls"], "error": _STATE["error"],
+            "error_frames": _STATE.get("error_frames") or [], "shims": _STATE.get("shims") or [],
             "installed": _STATE["wrapper"] is not None,
             "cuda_moved": None if _STATE["cuda_moved"] is None else _STATE["cuda_moved"]["count"],
             "value_files": len(_STATE["value_files"]), "value_bytes": _STATE["value_bytes"],
