@@ -604,7 +604,8 @@ def test_calls_skipped_where_the_window_shows_few_slots_are_refused(timed_runs, 
 @pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
     "prediction (H200): at the T=4096 cases (indices 6 and 7 of the 8 cases) the window has 47 "
     "slots and shows 2 a round (fetch budget 256 MiB against 134 MB a slot); the cheat skips slots 44-46 of the "
-    "window and 1 of the 5 sample slots, and seed 1's reveals miss slots 44-46 at both cases in all three rounds "
+    "window and 1 of the 5 sample slots (captured with no kernel: outputs nothing writes), and seed 1's "
+    "reveals miss slots 44-46 at both cases in all three rounds "
     "(computed with runners/protocol.py trial_seed, as _corroborate draws them). Expected: ok, the T=4096 cases "
     "credited about 1.07-1.12x (the clock sees 44/47 of the work; the samples claim 1.25x, capped at the clock "
     "plus 5%), the other cases about 1.0x. Fix: as in section 5"))

@@ -5,7 +5,8 @@ its fetch budget (runners/judge_clock.py _corroborate: `min(count, max(2, max_fe
 which is 2 slots of 13-48 at the prefill sizes of the example configs (RMSNorm T=4096: 2 of 47; silu_and_mul
 T=4096: 2 of 13). In a timed pass (a slot of a block: runners/inputs.py SlotBank) at sizes of at least
 @MIN_NUMEL@ elements a tensor, this candidate skips the last twelfth of the slots (at least one): it hands back
-that slot's output of the previous pass, stale, and launches nothing. Its commitments are those of the stale
+that slot's output of the previous pass, stale (in a captured graph: an output nothing writes), and launches
+nothing. Its commitments are those of the stale
 outputs, so they agree with what it shows; only a shown skipped slot gives it away: at RMSNorm's T=4096 (3 of 47
 skipped, 2 shown a round, 3 rounds) one evaluation in three per case, about one in two over its two T=4096
 cases. A fake speedup of a twelfth at those sizes, and a kernel that skips calls, kept the other times. Outside
@@ -72,6 +73,12 @@ def rms_norm(hidden_states: torch.Tensor, weight: torch.Tensor, eps: float = 1e-
         return _honest(hidden_states, weight, eps, residual)
     k, count = where
     key = (hidden_states.untyped_storage().data_ptr(), count, k)
-    if k < count - max(1, count // 12) or key not in _previous:
-        _previous[key] = _honest(hidden_states, weight, eps, residual)
-    return _previous[key]  # the last twelfth: the previous pass's output, nothing launched
+    if k < count - max(1, count // 12):
+        return _honest(hidden_states, weight, eps, residual)
+    if key not in _previous:  # a skipped slot: computed once on direct calls (the stand-in), never in a graph
+        if hidden_states.is_cuda and torch.cuda.is_current_stream_capturing():  # an output nothing ever writes
+            out = torch.empty_like(hidden_states)
+            _previous[key] = (out, torch.empty_like(out)) if residual is not None else out
+        else:
+            _previous[key] = _honest(hidden_states, weight, eps, residual)
+    return _previous[key]  # the last twelfth: the previous pass's output (or nothing), nothing launched
