@@ -2,7 +2,7 @@
 rate limit is retried, nothing is lost, and the service keeps serving."""
 from pathlib import Path
 
-from .conftest import MAINTAINER, command
+from .conftest import MAINTAINER, command, wait_for
 from .test_commands import handled
 from .test_comment_to_pr import finished
 
@@ -22,7 +22,8 @@ def test_refusals_and_rate_limits(serve, stub, remote):
     job = finished(svc, 1)
     assert job.state == "done" and job.pr_number, job.reason
     assert len(stub.calls("POST", r"/pulls$")) == 2  # refused once (rate limit), then opened
-    assert "**done**" in stub.comments[job.status_comment_id].body  # the status edits went on after the 403s
+    # the status edits went on after the 403s (the state is recorded before the status comment is edited: wait)
+    wait_for(lambda: "**done**" in stub.comments[job.status_comment_id].body, what="the done status")
 
     # 422 when opening the pull request: the job fails with GitHub's reason; its report is kept.
     stub.fail("POST", r"/pulls$", 422)
@@ -30,8 +31,8 @@ def test_refusals_and_rate_limits(serve, stub, remote):
     job = finished(svc, 2)
     assert job.state == "failed" and "422" in job.reason and "invalid" in job.reason
     assert (Path(job.out_dir) / "report.json").is_file() and (Path(job.out_dir) / "report.md").is_file()
-    status = stub.comments[job.status_comment_id]
-    assert "**failed**" in status.body and "422" in status.body
+    wait_for(lambda: "**failed**" in stub.comments[job.status_comment_id].body, what="the failed status")
+    assert "422" in stub.comments[job.status_comment_id].body
 
     # 404 for the comment (deleted before the bot looked): the delivery records it; no job.
     stub.fail("POST", r"/issues/comments/\d+/reactions$", 404)
