@@ -29,6 +29,9 @@ from .repo_tests import TestTarget
 from .scan import RepoIndex, is_test_file
 
 CHECKER = Path(__file__).resolve().parent.parent / "runners" / "import_check.py"
+# Whether the evaluation workers put in runners/interpreter_shims.py on the interpreter (runners/worker.py): the
+# import check imports the module exactly as they will, so it follows them
+INTERPRETER_SHIMS_IN_WORKERS = False
 MARKER = "KS-IMPORT-CHECK:"
 
 
@@ -134,7 +137,8 @@ def check_import(root: Path, name: str, kernel: KernelConfig, plan: Extraction, 
                  python: str | None, import_paths: list[str], timeout: float = 300.0, env: dict | None = None) -> None:
     """Import the module as a worker will; raise a UserError that names the target's failing line."""
     job = {"root": str(root), "files": plan.files, "module": kernel.path, "entry": kernel.entry,
-           "backend": backend, "import_paths": import_paths}
+           "backend": backend, "import_paths": import_paths,
+           "shims": backend == "interpret" and INTERPRETER_SHIMS_IN_WORKERS}
     python = python or sys.executable
     try:
         proc = subprocess.run([python, str(CHECKER)], input=json.dumps(job) + "\n", capture_output=True, text=True,

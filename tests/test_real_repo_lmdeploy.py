@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import git
+import pytest
 from conftest import commit_all
 
 from bot.capture import run_capture
@@ -287,3 +288,27 @@ def test_the_interpreter_stand_ins_answer_only_where_no_driver_is_active():
                          check=True, cwd=Path(__file__).resolve().parent.parent).stdout.split("\n")
     assert out[0].startswith("no driver: 0 active drivers")
     assert out[1:4] == ["['driver', 'grid']", "cpu", "[]"]  # once only
+
+
+def test_the_import_check_follows_the_workers_on_the_interpreter_stand_ins(tmp_path, monkeypatch):
+    """``utils.py`` asks Triton's driver for the backend at import. The import check imports the module as the
+    workers will: without their stand-ins it names that line; with them (INTERPRETER_SHIMS_IN_WORKERS) it
+    imports, and the GPU query at call time is left to the baseline check."""
+    import bot.kernel_checks as checks
+    from bot.config import parse_config
+    from bot.errors import UserError
+    from runners.extract import extraction_plan
+
+    root = make_repo(tmp_path)
+    kernel = parse_config("kernels:\n  double:\n    path: lmdeploy/pytorch/kernels/cuda/activation.py\n"
+                          "    entry: double\n    test: tests/pytorch/kernel/test_sampling.py\n"
+                          "    args: {x: {shape: [N]}}\n    shapes: [{N: 8}]\n").kernels["double"]
+    plan = extraction_plan(root, kernel.path, kernel.entry)
+    assert plan.files == ["lmdeploy/pytorch/kernels/cuda/activation.py", "lmdeploy/pytorch/kernels/cuda/utils.py"]
+    monkeypatch.setattr(checks, "INTERPRETER_SHIMS_IN_WORKERS", False)
+    with pytest.raises(UserError) as err:
+        checks.check_import(root, "double", kernel, plan, "interpret", None, [])
+    assert err.value.cause.startswith("lmdeploy/pytorch/kernels/cuda/utils.py line 16 (`return triton.runtime.driver."
+                                      "active.get_current_target().backend == 'cuda'`) queries the GPU"), err.value.cause
+    monkeypatch.setattr(checks, "INTERPRETER_SHIMS_IN_WORKERS", True)
+    checks.check_import(root, "double", kernel, plan, "interpret", None, [])
