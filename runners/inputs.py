@@ -75,20 +75,23 @@ def strided(t: torch.Tensor, strides: list[int] | None) -> torch.Tensor:
 ROW_PAD_BYTES = 64
 
 
-def row_padded(kwargs: dict, keep=()) -> tuple[dict, list[str]]:
+def row_padded(kwargs: dict, keep=(), every_level: bool = False) -> tuple[dict, list[str]]:
     """``kwargs`` with every dense tensor of two or more dimensions (but those named in ``keep``: a captured
-    layout) copied into a row-padded layout; returns the new arguments and the names of those changed. The
-    padding holds whatever the allocator left there, as a wider buffer's other columns would."""
+    layout) copied into a padded layout; returns the new arguments and the names of those changed. Rows are padded;
+    with ``every_level`` each outer dimension too (q and k split from a fused qkv buffer: the token stride is not
+    heads x the head stride). The padding holds whatever the allocator left there, as a wider buffer's would."""
     out, changed = dict(kwargs), []
     for name, t in kwargs.items():
         if not isinstance(t, torch.Tensor) or t.dim() < 2 or not t.numel() or name in keep or not t.is_contiguous():
             continue
-        # each tensor its own row stride (64, 128, 192... bytes of padding by argument order): a kernel that
-        # addresses one input with another's stride is wrong here, as for a caller passing one strided input
-        row = t.shape[-1] + max(1, (len(changed) + 1) * ROW_PAD_BYTES // t.element_size())
-        strides = [1, row]
+        if every_level and t.dim() < 3:
+            continue
+        # each tensor its own padding (64, 128, 192... bytes by argument order): a kernel that addresses one input
+        # with another's strides is wrong here, as for a caller passing one strided input beside a dense one
+        pad = max(1, (len(changed) + 1) * ROW_PAD_BYTES // t.element_size())
+        strides = [1, t.shape[-1] + pad]
         for d in reversed(t.shape[1:-1]):
-            strides.append(strides[-1] * d)
+            strides.append(strides[-1] * d + (pad if every_level else 0))
         out[name] = strided(t, list(reversed(strides)))
         changed.append(name)
     return out, changed

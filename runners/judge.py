@@ -182,14 +182,16 @@ class Judge(TimingSteps):
                                     f"optimisation of the kernel")
 
     def _check_layout(self, case: Case, index: int, secret: int, trial: int, tol) -> None:
-        """One more trial, on rows that are slices of wider ones (``row_padded``): where the baseline gives the
+        """One or two more trials, on inputs that are slices of wider ones (``row_padded``: rows padded, and for
+        tensors of three or more dimensions every level): where the baseline gives the
         same answer there as on the same values laid out densely, a caller may pass such a slice (``qkv[:, :H]``,
         a strided residual), and the candidate must handle it too. A kernel that drops the baseline's stride
         arguments is right on every dense input and wrong on those (tests/test_judge_attacks_round4.py). Where
         the baseline itself refuses the layout or answers differently, nothing is asked of the candidate."""
         inputs = make_inputs(self.spec.args, case, self.device, trial_seed(secret, trial, index), trial)
-        wide, changed = row_padded(inputs, keep=set(getattr(case, "strides", {}) or {}))
-        if not changed:
+        keep = set(getattr(case, "strides", {}) or {})
+        layouts = [row_padded(inputs, keep), row_padded(inputs, keep, every_level=True)]
+        if not any(changed for _, changed in layouts):
             return
         names = list(self.spec.written)
         _, ref, ref_written = self._oracle_call(self.exchange.write_inputs(inputs), f"c{index}t{trial}d", inputs)
@@ -199,11 +201,14 @@ class Judge(TimingSteps):
             return compare_outputs([out, [written.get(n) for n in names]], [ref, [ref_written.get(n) for n in names]],
                                    tol).ok
 
-        layouts = ", ".join(f"`{n}` {list(wide[n].shape)} with strides {list(wide[n].stride())}" for n in changed)
-        self._variant_trial(wide, f"c{index}t{trial}w", same_as_dense, tol, (
-            f"rows that are slices of a wider buffer ({layouts})", "The baseline gives the same answer on them as on "
-            "dense rows, so a caller may pass them (`x[:, :n]` of a wider tensor): use the strides the baseline "
-            "uses, or make the input contiguous"))
+        for k, (wide, changed) in enumerate(layouts):
+            if not changed:
+                continue
+            shown = ", ".join(f"`{n}` {list(wide[n].shape)} with strides {list(wide[n].stride())}" for n in changed)
+            self._variant_trial(wide, f"c{index}t{trial}w{k}", same_as_dense, tol, (
+                f"inputs that are slices of a wider buffer ({shown})", "The baseline gives the same answer on them "
+                "as on dense inputs, so a caller may pass them (`x[:, :n]` of a wider tensor, q and k split from a "
+                "fused qkv): use the strides the baseline uses, or make the input contiguous"))
 
     def _check_masked(self, case: Case, index: int, secret: int, trial: int, tol) -> None:
         """One more trial with masked scores (``masked_rows``: a row whose first three quarters are -inf, a row
