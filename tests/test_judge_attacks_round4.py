@@ -284,9 +284,10 @@ def _routing(tokens: int, experts: int, k: int, seed: int) -> torch.Tensor:
     return torch.stack([torch.randperm(experts, generator=g)[:k] for _ in range(tokens)]).to(torch.int32)
 
 
-def dispatch_bundle(dest, dtype: str, symbols: dict):
-    """A bundle for the dispatch with one case, captured: its routing (``topk_ids``) recorded and replayed."""
-    from runners.recorded import entry
+def dispatch_bundle(dest, dtype: str, symbols: dict, calls: int = 1):
+    """A bundle for the dispatch with one case, captured: its routing (``topk_ids``) recorded and replayed; with
+    ``calls`` > 1, the routing of that many calls recorded at the case (``Case.variants``)."""
+    from runners.recorded import add_variant, entry
     from runners.task import ArgSpec, Case, TaskSpec, write_task
 
     (dest / "baseline" / "moe").mkdir(parents=True)
@@ -298,6 +299,9 @@ def dispatch_bundle(dest, dtype: str, symbols: dict):
                           ArgSpec("topk_ids", shape=["T", "K"], dtype="int32", low=0, high=symbols["E"])],
                     cases=[Case(symbols=dict(symbols), dtype=dtype, origin="captured",
                                 recorded={"topk_ids": rec})])
+    for seed in range(4, 3 + calls):
+        ids = _routing(symbols["T"], symbols["E"], symbols["K"], seed=seed)
+        assert add_variant(spec.cases[0], {"topk_ids": entry("int32", list(ids.shape), ids.numpy().tobytes())})
     write_task(dest, spec)
     return dest
 
@@ -323,6 +327,21 @@ def test_a_kernel_that_reads_its_routing_once_is_wrong_on_the_next_routing(routi
     first, second = _routing(6, 4, 2, seed=3), _routing(6, 4, 2, seed=4)
     assert torch.equal(cheat.dispatch(x, w, first), base.dispatch(x, w, first))
     assert not torch.allclose(cheat.dispatch(x, w, second), base.dispatch(x, w, second))
+
+
+def test_a_kernel_that_reads_its_routing_once_is_refused_where_the_tests_made_several_calls(tmp_path_factory):
+    """Closed where the capture recorded more than one call at the case: later trials take the other calls'
+    routing (Case.variants), and the cheat's second answer is the first routing's."""
+    from runners.sandbox import Evaluator
+
+    bundle = dispatch_bundle(tmp_path_factory.mktemp("dispatch3"), "float32", {"T": 6, "H": 32, "E": 4, "K": 2},
+                             calls=3)
+    with Evaluator(bundle, "interpret", timeout=120, trials=3) as ev:
+        cheat = ev.evaluate(_source("round4_caches_routing.py"), seed=11, time_it=False, trials=3,
+                            static_policy=False)
+        honest = ev.evaluate(ev.baseline, seed=12, time_it=False, trials=3)
+    assert honest.ok, honest.error
+    assert not cheat.ok and cheat.stage == "correctness" and "trial 1" in cheat.error, (cheat.stage, cheat.error)
 
 
 @pytest.mark.xfail(strict=True, reason=(
