@@ -73,8 +73,12 @@ class Capture:
         last = next((x for x in reversed(lines) if x.startswith("E ")),  # pytest's error, else its summary line
                     next((x for x in reversed(lines) if x.startswith(("FAILED ", "ERROR "))), lines[-1] if lines else ""))
         if not self.run.passed:
+            from .kernel_checks import test_environment_fault
+
+            fault = test_environment_fault(self.run.output_tail, self.backend)
             hint = ("; Triton's CPU interpreter cannot run this kernel as written (compiled Triton may): capture on "
                     "a GPU with --backend triton") if "InterpreterError" in self.run.output_tail else ""
+            hint = f"; {fault}" if fault else hint
             return f"`{self.run.command}` exited {self.run.returncode}: {' '.join(last.split())[:300]}{hint}"
         return f"`{self.run.command}` passed without calling it ({last.strip()[:200]})"
 

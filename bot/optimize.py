@@ -239,6 +239,12 @@ def _check_baseline(job: _Job, evaluator: Evaluator, progress: Progress) -> tupl
     if before is None or not before.passed:
         before = run_test_with_source(job.target, job.spec.module, None, job.kernel.test, job.backend)
     if not before.passed:
+        from .kernel_checks import test_environment_fault
+
+        fault = test_environment_fault(before.output_tail, job.backend)
+        if fault:  # a test written for a GPU, on the CPU interpreter: not the repository's fault either
+            raise UserError(f"the repository's test `{before.command}` could not run here: {fault}",
+                            "Nothing is wrong with the test as far as kernelsmith knows; run it where it can run.")
         raise UserError(f"the repository's own test fails before any change: `{before.command}` in "
                         f"{job.target.root} exited {before.returncode}:\n{before.output_tail}",
                         "Make the test pass on the unmodified code first; kernelsmith only proposes "

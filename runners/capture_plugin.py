@@ -19,7 +19,8 @@ environment says what to record:
     KS_CAPTURE_VALUE_BYTES     nor once the files of the run hold this many bytes (default 64 MiB)
     KS_CAPTURE_CPU      "1" on the CPU interpreter: tensors the tests place on ``cuda`` (``device="cuda"``,
                         ``.cuda()``, ``.to("cuda")``) are made on the CPU instead; ``torch.cuda.synchronize``,
-                        ``set_device`` and ``empty_cache`` do nothing and ``current_device()`` is 0; Triton's
+                        ``set_device`` and ``empty_cache`` do nothing, ``current_device()`` is 0 and the compute
+                        capability (0, 0); Triton's
                         interpreter gets a stand-in driver and list grids (``runners/interpreter_shims.py``,
                         copied beside this file as ``ks_interpreter_shims.py``). Tests written for a GPU run as
                         a dry run; the summary counts the moved tensors. Without KS_CAPTURE_MODULE the plugin
@@ -84,8 +85,11 @@ def _map_cuda_to_cpu() -> None:
     torch.cuda.synchronize = lambda *a, **k: None
     # the device-index bookkeeping tests do before they place tensors (``torch.cuda.current_device()`` to
     # build a device, ``set_device(0)``, ``empty_cache()``): the one "GPU" is the CPU. Queries of the device
-    # itself (properties, capability) still raise: there is no GPU to describe
+    # itself (its properties) still raise: there is no GPU to describe
     torch.cuda.current_device = lambda: 0
+    # a test that skips below a compute capability (`skipif(get_device_capability()[0] < 9)`) skips: the CPU
+    # interpreter is no GPU of any capability
+    torch.cuda.get_device_capability = lambda *a, **k: (0, 0)
     torch.cuda.set_device = lambda *a, **k: None
     torch.cuda.empty_cache = lambda: None
     CudaOnCpu().__enter__()  # never left: the mode lasts as long as the test run
@@ -303,6 +307,54 @@ def pytest_collection_finish(session) -> None:
     install()
     if _STATE["wrapper"] is not None:
         _rebind()
+
+
+_NO_GPU = ("Torch not compiled with CUDA enabled", "Found no NVIDIA driver", "No CUDA GPUs are available",
+           "no GPU: kernelsmith runs this on Triton's CPU interpreter")
+
+
+def _gpu_query_at(text: str) -> str | None:
+    """``file line N (`code`)``: the repository's deepest line in a failure's report (relative paths are the
+    repository's; torch's own files are absolute), in pytest's long or short traceback format."""
+    import re
+
+    lines = text.splitlines()
+    found = None
+    for i, line in enumerate(lines):
+        m = re.match(r"^([^\s/][^\s:]*\.py):(\d+):", line)
+        if not m:
+            continue
+        if line[m.end():].startswith(" in "):  # short format: `file.py:584: in <module>`, then the code
+            code = lines[i + 1].strip() if i + 1 < len(lines) else ""
+        else:  # long format: the code marked `>` above `file.py:6: `
+            code = next((x[1:].strip() for x in reversed(lines[max(0, i - 30):i]) if x.startswith(">")), "")
+        found = f"{m.group(1)} line {m.group(2)}" + (f" (`{code}`)" if code else "")
+    return found
+
+
+def pytest_runtest_logreport(report) -> None:
+    _note_gpu_query(report)
+
+
+def pytest_collectreport(report) -> None:
+    _note_gpu_query(report)
+
+
+def _note_gpu_query(report) -> None:
+    if os.environ.get("KS_CAPTURE_CPU") != "1" or not report.failed:
+        return
+    text = str(report.longrepr)
+    if any(w in text for w in _NO_GPU):
+        at = _gpu_query_at(text)
+        if at:
+            _STATE.setdefault("gpu_queries", []).append(at)
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """On the CPU dry run, one line per place a failing test asked torch.cuda about the GPU (kernelsmith reads
+    it from the end of the output, which pytest's long tracebacks would otherwise push out)."""
+    for at in list(dict.fromkeys(_STATE.get("gpu_queries") or []))[:5]:
+        terminalreporter.write_line(f"kernelsmith CPU dry run: {at} asks torch.cuda about the GPU")
 
 
 def pytest_sessionfinish(session, exitstatus) -> None:

@@ -136,6 +136,23 @@ def test_pick(batch, dtype):
     from lmdeploy.pytorch.kernels.cuda import pick
     scores = torch.rand(batch, 16).cuda().to(dtype)
     assert torch.equal(pick(scores).long(), scores.float().argmax(-1))
+
+
+@pytest.mark.skipif(torch.cuda.get_device_capability()[0] < 9, reason='require device with cc>=9.0')
+def test_pick_fp8():
+    raise AssertionError('skipped below compute capability 9')
+'''
+
+# a test that needs the GPU's properties cannot run on the CPU interpreter, and that is not the kernel's fault
+TEST_PROPERTIES = '''\
+import torch
+
+
+def test_double():
+    from lmdeploy.pytorch.kernels.cuda import double
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    x = torch.randn(sms).cuda()
+    torch.testing.assert_close(double(x), x * 2)
 '''
 
 TEST_ROTARY = '''\
@@ -183,6 +200,7 @@ def make_repo(tmp_path, utils=UTILS):
     (tests / "test_sampling.py").write_text(TEST_SAMPLING)
     (tests / "test_apply_rotary.py").write_text(TEST_ROTARY)
     (tests / "test_dsa_indexer_preprocess.py").write_text(TEST_PREPROCESS)
+    (tests / "test_activation.py").write_text(TEST_PROPERTIES)
     commit_all(git.Repo.init(root, initial_branch="main"), "baseline")
     return root
 
@@ -216,12 +234,14 @@ def test_every_test_run_on_the_interpreter_gets_the_cpu_dry_run_not_only_the_cap
     run = run_repo_test(root, "tests/pytorch/kernel/test_sampling.py tests/pytorch/kernel/test_apply_rotary.py",
                         "interpret")
     assert run.passed, run.output_tail
+    # 3 skipped: bf16 twice (no CUDA version) and the test for compute capability 9 (the CPU is no GPU of any)
+    assert "3 passed, 3 skipped" in run.output_tail
     assert run.command == ("python -m pytest -q -p no:cacheprovider tests/pytorch/kernel/test_sampling.py "
                            "tests/pytorch/kernel/test_apply_rotary.py")
 
 
 def test_a_package_that_needs_a_gpu_to_import_is_named_at_its_line_not_blamed_on_the_recorder(tmp_path):
-    utils = UTILS.replace("if supports_tma():", "if torch.cuda.get_device_capability()[0] >= 9:")
+    utils = UTILS.replace("if supports_tma():", "if torch.cuda.get_device_properties(0).major >= 9:")
     target = open_target(make_repo(tmp_path, utils=utils))
     target.tests = TestSettings()
     capture = run_capture(target, "tests/pytorch/kernel/test_apply_rotary.py",
@@ -230,7 +250,7 @@ def test_a_package_that_needs_a_gpu_to_import_is_named_at_its_line_not_blamed_on
     why = capture.why_none()
     assert "recorder could not wrap" not in why
     assert why.startswith("importing the kernel module as the tests do failed at lmdeploy/pytorch/kernels/cuda/"
-                          "utils.py line 24 (`if torch.cuda.get_device_capability()[0] >= 9:`), reached from "
+                          "utils.py line 24 (`if torch.cuda.get_device_properties(0).major >= 9:`), reached from "
                           "lmdeploy/pytorch/kernels/cuda/__init__.py line 1"), why
     assert "the environment, not the kernel" in why
 
@@ -312,3 +332,14 @@ def test_the_import_check_follows_the_workers_on_the_interpreter_stand_ins(tmp_p
                                       "active.get_current_target().backend == 'cuda'`) queries the GPU"), err.value.cause
     monkeypatch.setattr(checks, "INTERPRETER_SHIMS_IN_WORKERS", True)
     checks.check_import(root, "double", kernel, plan, "interpret", None, [])
+
+
+def test_a_test_that_needs_the_gpus_properties_is_named_as_the_environment_at_its_line(tmp_path):
+    from bot.kernel_checks import test_environment_fault
+
+    run = run_repo_test(make_repo(tmp_path), "tests/pytorch/kernel/test_activation.py", "interpret")
+    assert not run.passed
+    fault = test_environment_fault(run.output_tail, "interpret")
+    assert fault.startswith("the test asks torch.cuda about the GPU at tests/pytorch/kernel/test_activation.py "
+                            "line 6 (`sms = torch.cuda.get_device_properties(0).multi_processor_count`)"), fault
+    assert test_environment_fault(run.output_tail, "triton") is None
