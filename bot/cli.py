@@ -9,6 +9,7 @@ from typing import NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape  # `kernel[grid](...)`, `test[dtype1-shape2]`: brackets in messages are text
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from .errors import UserError
@@ -101,7 +102,7 @@ def optimize(
 
 def _fail(exc: Exception) -> NoReturn:
     """Print a user-facing error and exit with status 2."""
-    console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+    console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
     raise typer.Exit(code=2) from None
 
 
@@ -234,7 +235,7 @@ def scan_repo(target: Path = typer.Argument(..., help="Checkout of the repositor
         try:
             configured = {n: (k.path, k.entry) for n, k in load_config(target).kernels.items()}
         except UserError as exc:
-            console.print(f"[yellow]note:[/] {exc}", highlight=False, soft_wrap=True)
+            console.print(f"[yellow]note:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
     typer.echo(format_table(scan(target, configured)))
 
 

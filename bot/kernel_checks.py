@@ -250,9 +250,9 @@ _PYTEST_FRAME = re.compile(r"^([^\s/][^\s:]*\.py):(\d+): in \S+\n\s+(.+)$", re.M
 def test_environment_fault(output: str, backend: str) -> str | None:
     """When a repository test run on the CPU interpreter failed because the test (or what it calls) asks
     ``torch.cuda`` about a GPU: that, at the repository's deepest line in pytest's output. None otherwise."""
-    if backend != "interpret" or not any(w in output for w in _TORCH_NO_GPU):
-        return None
     noted = re.findall(r"^kernelsmith CPU dry run: (.+) asks torch.cuda about the GPU$", output, re.M)
+    if backend != "interpret" or not (noted or any(w in output for w in _TORCH_NO_GPU)):
+        return None
     frames = _PYTEST_FRAME.findall(output)  # relative paths: the repository's files, not site-packages
     at = (f" at {noted[0]}" if noted else
           f" at {frames[-1][0]} line {frames[-1][1]} (`{frames[-1][2].strip()}`)" if frames else "")

@@ -343,3 +343,16 @@ def test_a_test_that_needs_the_gpus_properties_is_named_as_the_environment_at_it
     assert fault.startswith("the test asks torch.cuda about the GPU at tests/pytorch/kernel/test_activation.py "
                             "line 6 (`sms = torch.cuda.get_device_properties(0).multi_processor_count`)"), fault
     assert test_environment_fault(run.output_tail, "triton") is None
+
+
+def test_an_error_with_brackets_is_printed_as_written():
+    """`_multinomial_sampling_kernel[grid](scores,` lost its `[grid]` to the console's markup."""
+    import typer
+
+    from bot import cli
+    from bot.errors import UserError
+
+    with cli.console.capture() as out, pytest.raises(typer.Exit):  # without escaping: `_pick_kernel(scores`
+        cli._fail(UserError("launch at `_pick_kernel[grid](scores, out)` failed in test_pick[2-dtype0]", "fix [it]"))
+    assert "`_pick_kernel[grid](scores, out)` failed in test_pick[2-dtype0]" in out.get()
+    assert "fix [it]" in out.get()
