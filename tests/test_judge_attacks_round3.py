@@ -127,7 +127,13 @@ def test_the_search_does_not_credit_a_hidden_slowdown(parity_claims):
     ev = parity_claims["search"]
     assert ev["protocol"] == "search", ev
     caught = not ev["ok"] and ev["stage"] == "timing" and ev["error"].startswith("T=3,H=256")  # at the slow case
-    assert caught or ev["speedups"][0] is not None and ev["speedups"][0] <= 0.12, json.dumps(ev)
+    # held to the others' credit, not to a number: the claims are host-clock times on the stand-in and shrink
+    # together on a loaded machine (at 0.12 absolute the test passed by load alone); honest credit at the slow
+    # case is about 1/6 of what the other cases claim, the cheat's about the same as theirs
+    speedups = ev["speedups"]
+    others = sorted(s for s in speedups[1:] if s is not None)
+    assert caught or (speedups[0] is not None and others and speedups[0] <= 0.5 * others[len(others) // 2]), \
+        json.dumps(ev)
 
 
 # ---- 2. the judge's file reader and a symlink loop --------------------------------------------------------------
