@@ -17,6 +17,8 @@ from runners.extract import import_root
 from runners.syntax import parse
 
 TRITON_DECORATORS = frozenset({"jit", "autotune", "heuristics"})
+# other compilers' `@jit` (LMDeploy mixes TileLang kernels with its Triton ones): not Triton kernels
+FOREIGN_JIT = frozenset({"tilelang", "numba", "jax", "cupy", "taichi", "tvm", "mlx", "cuda", "warp"})
 SKIP_DIRS = frozenset({".git", ".venv", "venv", "env", "node_modules", "build", "dist", "__pycache__",
                        "site-packages", ".tox", ".nox", ".mypy_cache", ".pytest_cache", ".eggs"})
 Symbol = tuple[str, str]  # (file relative to the root, top-level name)
@@ -133,11 +135,26 @@ class RepoIndex:
         for node in f.tree.body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 f.defs[node.name] = node
-        f.kernels = {name: (f.defs[name].lineno, autotuned) for name, autotuned in jit_kernels(f.tree).items()}
+        f.kernels = {name: (f.defs[name].lineno, autotuned) for name, autotuned in jit_kernels(f.tree).items()
+                     if not self._foreign_jit(f, f.defs[name])}
         for name in f.kernels:
             own = [n for n in _decorators(f.defs[name]) if n not in TRITON_DECORATORS]
             if own:
                 f.wrappers[name] = own[0]
+
+    @staticmethod
+    def _foreign_jit(f: _File, node: ast.FunctionDef) -> bool:
+        """``@tilelang.jit(...)``, ``@numba.jit`` or ``from tilelang import jit``: another compiler's kernel."""
+        for dec in node.decorator_list:
+            target = dec.func if isinstance(dec, ast.Call) else dec
+            root = target
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            if isinstance(root, ast.Name) and (target is root and root.id == "jit" or getattr(target, "attr", "") == "jit"):
+                module = f.bindings.get(root.id, (root.id, None))[0]
+                if module.split(".")[0] in FOREIGN_JIT:
+                    return True
+        return False
 
     def resolve(self, rel: str, name: str, attr: str | None = None, depth: int = 0) -> Symbol | None:
         """The top-level symbol that ``name`` (or ``name.attr``) means in file ``rel``."""

@@ -193,6 +193,9 @@ def make_repo(tmp_path, utils=UTILS):
     (cuda / "activation.py").write_text(ACTIVATION)
     (cuda / "sampling.py").write_text(SAMPLING)
     (cuda / "apply_rotary_pos_emb.py").write_text(ROTARY)
+    (cuda / "causal_conv1d.py").write_text(  # a TileLang kernel beside the Triton ones (read, never imported)
+        "import tilelang\nfrom numba import jit\n\n\n@tilelang.jit(pass_configs={})\ndef causal_conv1d_fwd(dim):\n"
+        "    return dim\n\n\n@jit\ndef host_loop(x):\n    return x\n")
     tests = root / "tests/pytorch/kernel"
     tests.mkdir(parents=True)
     for d in (root / "tests", root / "tests/pytorch", tests):
@@ -207,6 +210,7 @@ def make_repo(tmp_path, utils=UTILS):
 
 def test_the_test_named_after_the_kernel_comes_before_a_test_that_uses_it_as_a_helper(tmp_path):
     rows = {r.kernel: r for r in scan(make_repo(tmp_path))}
+    assert set(rows) == {"_double_kernel", "_pick_kernel", "_rotate_kernel"}  # TileLang's and numba's @jit are not
     rotary = rows["_rotate_kernel"]
     assert rotary.entry == "lmdeploy/pytorch/kernels/cuda/apply_rotary_pos_emb.py:apply_rotary_pos_emb"
     assert rotary.tests == ["tests/pytorch/kernel/test_apply_rotary.py",
