@@ -180,9 +180,19 @@ def from_calls(row: ScanRow, calls: list[dict], limit: int = 4) -> Proposal | No
             size = _size_of([v["value"] for v in values], assignments) if len(seen) > 1 else None
             if size is not None:  # FlagGems' normalized_shape=[N]: sizes that follow the tensors' symbols
                 prop.args[name] = {"size": size}
-            elif len(seen) > 1 and all(isinstance(v["value"], (int, float)) and not isinstance(v["value"], bool)
-                                     for v in values):
+            elif len(seen) > 1 and all(isinstance(v["value"], float) for v in values):  # eps, a scale
                 prop.args[name] = {"range": [min(v["value"] for v in values), max(v["value"] for v in values)]}
+            elif len(seen) > 1 and all(isinstance(v["value"], int) and not isinstance(v["value"], bool)
+                                       for v in values):
+                # a mode, a flag or a length that must agree with the tensors (LMDeploy's quant_policy 0/4/8/42,
+                # max_q_seq_length): a value drawn from a range would be none of them. The configured shapes use
+                # the usual one; captured cases replay each call's own
+                kept = [v["value"] for v in values]
+                usual = max(dict.fromkeys(kept), key=kept.count)
+                prop.args[name] = {"value": usual}
+                prop.review.append(f"`{name}` took {len(seen)} integer values in the tests "
+                                   f"({', '.join(sorted(seen, key=lambda x: float(x))[:6])}): the configured shapes "
+                                   f"use {usual}, captured cases replay the tests' own; add shapes for the others")
             else:
                 prop.args[name] = {"value": first}
     floats = sorted({v["dtype"] for c in calls for n in ranks_ok for v in [c["args"][n]]

@@ -360,3 +360,30 @@ def test_an_error_with_brackets_is_printed_as_written():
         cli._fail(UserError("launch at `_pick_kernel[grid](scores, out)` failed in test_pick[2-dtype0]", "fix [it]"))
     assert "`_pick_kernel[grid](scores, out)` failed in test_pick[2-dtype0]" in out.get()
     assert "fix [it]" in out.get()
+
+
+def test_an_integer_scalar_that_varies_is_proposed_as_its_usual_value_and_replayed_per_call():
+    """LMDeploy's fill_kv_cache: ``quant_policy`` (an IntEnum: 0, 4, 8, 42) and ``max_q_seq_length`` (the
+    longest of the lengths tensor) were proposed as ranges, which draw modes and lengths that do not exist."""
+    from bot.capture import to_case
+    from bot.config import parse_config
+    from bot.init_config import from_calls, render
+    from bot.scan import ScanRow
+
+    def call(t, policy):
+        return {"args": {"k": {"kind": "tensor", "dtype": "float16", "contiguous": True, "shape": [t, 8]},
+                         "max_q_seq_length": {"kind": "scalar", "value": t},
+                         "quant_policy": {"kind": "scalar", "value": policy},
+                         "scale": {"kind": "scalar", "value": 0.5 if policy else 0.25}}}
+
+    row = ScanRow(kernel="_k", file="lmdeploy/k.py", line=1, autotuned=False, entry="lmdeploy/k.py:fill",
+                  tests=["tests/test_k.py"])
+    calls = [call(3, 0), call(5, 4), call(7, 0), call(9, 42)]
+    prop = from_calls(row, calls)
+    assert prop.args["quant_policy"] == {"value": 0}
+    assert prop.args["max_q_seq_length"] == {"size": "T"}  # it follows the tensor here: a size, not a range
+    assert prop.args["scale"] == {"range": [0.25, 0.5]}  # floats still get a range
+    assert any("`quant_policy` took 3 integer values in the tests (0, 4, 42)" in r for r in prop.review)
+    kernel = parse_config(render([prop])).kernels["fill"]
+    case, why = to_case(call(9, 42), kernel)
+    assert case is not None and case.values["quant_policy"] == 42, why  # a captured case keeps its own mode
