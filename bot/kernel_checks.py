@@ -256,6 +256,6 @@ def test_environment_fault(output: str, backend: str) -> str | None:
     frames = _PYTEST_FRAME.findall(output)  # relative paths: the repository's files, not site-packages
     at = (f" at {noted[0]}" if noted else
           f" at {frames[-1][0]} line {frames[-1][1]} (`{frames[-1][2].strip()}`)" if frames else "")
-    return (f"the test asks torch.cuda about the GPU{at}, and the CPU interpreter has none: the environment, not the "
-            "kernel. Run on a GPU (--backend triton), or point `test:` (`-k`, a node id) at tests that run without "
-            "one")
+    return (f"the test (or the code it calls) asks torch.cuda about the GPU{at}, and the CPU interpreter has none: "
+            "the environment, not the kernel. Run on a GPU (--backend triton), or point `test:` (`-k`, a node id) at "
+            "tests that run without one")
