@@ -31,7 +31,7 @@ from .scan import RepoIndex, is_test_file
 CHECKER = Path(__file__).resolve().parent.parent / "runners" / "import_check.py"
 # Whether the evaluation workers put in runners/interpreter_shims.py on the interpreter (runners/worker.py): the
 # import check imports the module exactly as they will, so it follows them
-INTERPRETER_SHIMS_IN_WORKERS = False
+INTERPRETER_SHIMS_IN_WORKERS = True
 MARKER = "KS-IMPORT-CHECK:"
 
 

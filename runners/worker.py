@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 import triton
 
-from . import launches
+from . import interpreter_shims, launches
 from .compare import flatten
 from .inputs import SlotBank, strided
 from .task import ArgSpec, Case
@@ -77,6 +77,8 @@ class Server:
         self.package = name.split(".")[0]
         if self.device == "cuda":
             torch.cuda.init()
+        if req.get("interpret"):  # a stand-in driver and list grids: what the CPU interpreter lacks (nothing on a GPU)
+            interpreter_shims.install()
         launches.install()
         try:
             self.module = importlib.import_module(name)

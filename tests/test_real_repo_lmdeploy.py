@@ -388,3 +388,14 @@ def test_an_integer_scalar_that_varies_is_proposed_as_its_usual_value_and_replay
     kernel = parse_config(render([prop])).kernels["fill"]
     case, why = to_case(call(9, 42), kernel)
     assert case is not None and case.values["quant_policy"] == 42, why  # a captured case keeps its own mode
+
+
+def test_the_workers_take_a_list_grid_on_the_interpreter(rms_evaluator):
+    """Compiled Triton takes ``kernel[[rows]](...)``; the interpreter needs the workers' stand-ins for it
+    (runners/worker.py puts runners/interpreter_shims.py in on the interpreter): the same kernel launched with a
+    list grid is evaluated, not refused for the interpreter's limitation."""
+    source = rms_evaluator.baseline
+    assert "_rms_norm_kernel[grid](" in source
+    listed = source.replace("_rms_norm_kernel[grid](", "_rms_norm_kernel[list(grid)](", 1)
+    ev = rms_evaluator.evaluate(listed, seed=3, time_it=False, trials=1)
+    assert ev.ok, ev.error
