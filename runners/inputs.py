@@ -61,10 +61,18 @@ def scalar_value(spec: ArgSpec, gen: torch.Generator, device: str, trial: int):
 
 
 def strided(t: torch.Tensor, strides: list[int] | None) -> torch.Tensor:
-    """``t``'s values in a tensor with the given strides (a captured, non-contiguous layout)."""
+    """``t``'s values in a tensor with the given strides (a captured, non-contiguous layout). The places of its
+    storage outside the view (a padded row's tail) hold NaN, or 0 for integers: never what the allocator left
+    there. On a GPU that was the same values laid out densely by the call before, so a kernel that ignores the
+    strides read the right rows out of stale memory and seemed to take the layout (H200, Liger's geglu_forward)."""
     if not strides or list(t.stride()) == list(strides):
         return t
-    out = torch.empty_strided(t.shape, strides, dtype=t.dtype, device=t.device)
+    if not t.numel() or min(strides) < 0:
+        out = torch.empty_strided(t.shape, strides, dtype=t.dtype, device=t.device)
+    else:
+        size = 1 + sum((n - 1) * s for n, s in zip(t.shape, strides))
+        fill = float("nan") if t.dtype.is_floating_point or t.dtype.is_complex else 0
+        out = torch.full((size,), fill, dtype=t.dtype, device=t.device).as_strided(t.shape, strides)
     out.copy_(t)
     return out
 
@@ -79,7 +87,8 @@ def row_padded(kwargs: dict, keep=(), every_level: bool = False) -> tuple[dict, 
     """``kwargs`` with every dense tensor of two or more dimensions (but those named in ``keep``: a captured
     layout) copied into a padded layout; returns the new arguments and the names of those changed. Rows are padded;
     with ``every_level`` each outer dimension too (q and k split from a fused qkv buffer: the token stride is not
-    heads x the head stride). The padding holds whatever the allocator left there, as a wider buffer's would."""
+    heads x the head stride). The padding holds NaN (``strided``): a kernel that reads it, ignoring the strides,
+    gives an answer the judge does not hold the candidate to."""
     out, changed = dict(kwargs), []
     for name, t in kwargs.items():
         if not isinstance(t, torch.Tensor) or t.dim() < 2 or not t.numel() or name in keep or not t.is_contiguous():

@@ -1,0 +1,114 @@
+"""The layout trial's padded inputs: the places outside the view hold NaN, never stale memory.
+
+On the H200 the padding of a row-padded input held, by the caching allocator's reuse, the same values laid out
+densely by the oracle's call just before: Liger's geglu_forward, which addresses its inputs with its output's
+row stride (it ignores theirs), read the right rows out of that stale memory and seemed to take the layout. The
+judge then held every candidate to it, and two honest launch retunes were refused for garbage the candidate's
+process had in its padding (bench/results/liger-kernel-h200/, fourth session)."""
+import textwrap
+
+import torch
+
+from bot.config import load_config, task_spec
+from runners.extract import build_bundle
+from runners.inputs import row_padded, strided
+from runners.sandbox import Evaluator
+
+
+def _outside_view(t: torch.Tensor) -> torch.Tensor:
+    size = 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride()))
+    storage = t.as_strided((size,), (1,))
+    inside = torch.zeros(size, dtype=torch.bool)
+    inside[torch.as_strided(torch.arange(size), t.shape, t.stride()).reshape(-1)] = True
+    return storage[~inside]
+
+
+def test_the_padding_of_a_padded_input_is_nan_and_the_values_are_kept():
+    x = torch.randn(3, 5, 40)
+    for every_level in (False, True):
+        wide, changed = row_padded({"x": x, "ids": torch.arange(12).reshape(3, 4)}, every_level=every_level)
+        assert "x" in changed and not wide["x"].is_contiguous()
+        assert torch.equal(wide["x"], x)
+        assert bool(torch.isnan(_outside_view(wide["x"])).all()) and _outside_view(wide["x"]).numel() > 0
+    ids = strided(torch.arange(12).reshape(3, 4), [6, 1])
+    assert torch.equal(ids, torch.arange(12).reshape(3, 4)) and bool((_outside_view(ids) == 0).all())
+
+
+def test_a_kernel_that_ignores_the_row_stride_reads_nan_whatever_the_memory_held():
+    """The mechanism: the dense call's values were where such a kernel reads. Now it reads NaN in every row past
+    the first, and its answer on the padded input is never the dense one."""
+    x = torch.randn(4, 8)
+    for _ in range(5):
+        stale = torch.empty(4 * 40)
+        stale[:32] = x.reshape(-1)  # the dense layout's values, where the allocator may hand them out again
+        del stale
+        wide = strided(x, [40, 1])
+        read_as_dense = wide.as_strided((4, 8), (8, 1))  # what a kernel that ignores the row stride reads
+        assert torch.equal(read_as_dense[0], x[0]) and bool(torch.isnan(read_as_dense[1:]).all())
+
+
+GEGLU = '''
+    import torch
+    import triton
+    import triton.language as tl
+
+
+    @triton.jit
+    def _geglu_kernel(a, b, c, stride, n_cols: tl.constexpr, BLOCK_SIZE: tl.constexpr):
+        pid = tl.program_id(0).to(tl.int64)
+        a += pid * stride
+        b += pid * stride
+        c += pid * stride
+        offs = tl.arange(0, BLOCK_SIZE)
+        mask = offs < n_cols
+        x = tl.load(a + offs, mask=mask, other=0).to(tl.float32)
+        y = tl.load(b + offs, mask=mask, other=0)
+        g = 0.5 * x * (1 + tl.sigmoid(1.702 * x))
+        tl.store(c + offs, g.to(y.dtype) * y, mask=mask)
+
+
+    def geglu_forward(a, b):
+        # as Liger's: the inputs addressed with the output's row stride
+        shape = a.shape
+        n = shape[-1]
+        a = a.view(-1, n)
+        b = b.view(-1, n)
+        c = torch.empty_like(a)
+        _geglu_kernel[(a.shape[0],)](a, b, c, c.stride(-2), n_cols=n, BLOCK_SIZE=triton.next_power_of_2(n),
+                                     num_warps=4)
+        return a, b, c.view(*shape)
+'''
+
+CONFIG = '''
+    version: 1
+    kernels:
+      geglu_forward:
+        path: pkg/geglu.py
+        entry: geglu_forward
+        test: tests/test_geglu.py
+        dtypes: [float32]
+        args:
+          a: {shape: [B, T, I]}
+          b: {shape: [B, T, I]}
+        shapes:
+          - {B: 2, T: 3, I: 40}
+'''
+
+
+def test_a_retune_of_a_kernel_that_ignores_input_strides_is_accepted(tmp_path):
+    repo = tmp_path / "repo"
+    (repo / "pkg").mkdir(parents=True)
+    (repo / "tests").mkdir()
+    (repo / ".github").mkdir()
+    (repo / "pkg" / "__init__.py").write_text("")
+    (repo / "pkg" / "geglu.py").write_text(textwrap.dedent(GEGLU))
+    (repo / "tests" / "test_geglu.py").write_text("def test_nothing():\n    pass\n")
+    (repo / ".github" / "kernelsmith.yml").write_text(textwrap.dedent(CONFIG))
+    spec = task_spec("geglu_forward", load_config(repo).kernels["geglu_forward"], "interpret")
+    bundle = tmp_path / "bundle"
+    build_bundle(repo, spec, bundle)
+    with Evaluator(bundle, "interpret", timeout=120, trials=1) as ev:
+        retuned = ev.baseline.replace("num_warps=4", "num_warps=2")
+        assert retuned != ev.baseline
+        r = ev.evaluate(retuned, seed=3, time_it=False)
+    assert r.ok, r.error
