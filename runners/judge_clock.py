@@ -24,14 +24,14 @@ from .task import Case
 from .timing import matches
 
 MAX_PLAUSIBLE_SPEEDUP = 10.0
-# How far the extra of a request beyond the fill (lead, commitments, the round trip, host work in the worker) can
-# differ between the oracle's process and the candidate's, as a share of it. The fill is device work on the same
-# bytes on both sides (at prefill sizes both sides' requests were within 0.2 ms of each other). The judge measures the extra
-# on the oracle only. On the H200 the two sides running the same kernel were 2.3-2.7 ms apart on a 3.5 ms extra
-# (rms_norm at decode sizes), and 3-4 ms apart on a 14 ms extra, either way (Liger's swiglu and geglu at their
-# tests' smallest calls), where the oracle's own extras moved by 1 ms: the baseline against itself was
-# quarantined. Where this is half a pass or more the size is unresolved, and credited no speedup.
-CROSS_PROCESS_EXTRA = 0.75
+# How far a request's host work per slot (the commitments' transfer and encoding, the reply) can differ between the
+# oracle's process and the candidate's, in microseconds per slot of the window. The judge measures the extra on the
+# oracle only. On the H200 the two sides running the same kernel were 3-4 ms apart, either way, over 8192 slots
+# (Liger's swiglu and geglu at their tests' smallest calls, an 8 ms pass), while the oracle's own extras moved by
+# 1 ms: the baseline against itself was quarantined. At 731 slots of a 3 ms pass (LayerNorm, M=512) the two sides
+# stayed within 0.5 ms. Where this, with the extra's own movement, is half a pass or more, the size is
+# unresolved and credited no speedup.
+CROSS_PROCESS_US_PER_SLOT = 0.5
 
 
 class TimingSteps:
@@ -169,7 +169,7 @@ class TimingSteps:
         per_slot = self._per_call_bytes(case)
         # at least two slots a round (a few hundred MB each at prefill sizes), within the fetch budget otherwise
         reveal = min(count, max(2, p.max_fetch_bytes // per_slot), p.reveal_slots)
-        walls_b, walls_c, passes_b, shaveable_b, fill_b = [], [], [], [], []
+        walls_b, walls_c, passes_b, shaveable_b = [], [], [], []
         for round_ in range(p.window_rounds):
             seed = trial_seed(secret, 50_000 + round_, index)
             pair = [(self.oracle, walls_b), (self.candidate, walls_c)]
@@ -187,7 +187,6 @@ class TimingSteps:
             # What a candidate's worker could leave out of its own request (the lead sleep, the commitments done
             # some cheaper way) and so take off the time the judge credits to its pass: the oracle's, measured.
             shaveable_b.append(float(oracle_reply.get("lead_us", 0.0)) + float(oracle_reply.get("commit_us", 0.0)))
-            fill_b.append(float(oracle_reply.get("fill_us", 0.0)))
             commits = replies["candidate"].get("commitments")
             if not isinstance(commits, list) or len(commits) != count:
                 raise Refusal("timing", "the judge's window ended without a commitment to every slot's outputs")
@@ -227,7 +226,7 @@ class TimingSteps:
             worker.request("release")
         result.window_ms = [round(w / 1000, 4) for w in walls_b + walls_c]
         verdict = corroborate(walls_b, passes_b, walls_c, result.baseline_us, result.candidate_us,
-                              p.corroboration_tolerance, p.clock_jitter_us, shaveable_b, fill_b)
+                              p.corroboration_tolerance, p.clock_jitter_us, shaveable_b, count)
         if verdict.resolved:
             result.judge_us = result.baseline_us / verdict.judge_speedup
             result.judge_ratio = result.judge_us / result.candidate_us if result.candidate_us else None
@@ -296,7 +295,7 @@ class Corroboration:
 
 def corroborate(walls_b: list[float], passes_b: list[float], walls_c: list[float], baseline_us: float,
                 candidate_us: float, tolerance: float, jitter_us: float,
-                shaveable_b: list[float] | None = None, fill_b: list[float] | None = None) -> Corroboration:
+                shaveable_b: list[float] | None = None, slots: int = 0) -> Corroboration:
     """Hold the candidate's claimed speedup against the judge's clock.
 
     ``walls_*`` are the judge's wall times of each side's window requests (microseconds), ``passes_b`` the
@@ -306,7 +305,7 @@ def corroborate(walls_b: list[float], passes_b: list[float], walls_c: list[float
     costs in a fresh process) and is left out when there are three or more.
 
     The allowance is the tolerance plus what the judge cannot resolve: how much the extra moved, how far it can
-    differ in another process (``CROSS_PROCESS_EXTRA`` of all but the fill, ``fill_b``), and the part
+    differ in another process (``CROSS_PROCESS_US_PER_SLOT`` times ``slots``), and the part
     of it a candidate's worker could leave out of its own request (``shaveable_b``: the oracle's lead sleep and
     commitments; the whole extra when not given), relative to the oracle's pass. When the extra moves by half a
     pass or more, or the candidate's pass comes out at less than a tenth of the oracle's, the clock has not
@@ -315,16 +314,14 @@ def corroborate(walls_b: list[float], passes_b: list[float], walls_c: list[float
     if len(walls_b) >= 3:
         walls_b, passes_b, walls_c = walls_b[1:], passes_b[1:], walls_c[1:]
         shaveable_b = shaveable_b[1:] if shaveable_b else shaveable_b
-        fill_b = fill_b[1:] if fill_b else fill_b
     extras = [w - q for w, q in zip(walls_b, passes_b)]
     extra = statistics.median(extras)
     pass_b = max(min(passes_b), 1e-3)
     floor = pass_b / MAX_PLAUSIBLE_SPEEDUP
     pass_c = min(walls_c) - extra
     # how much the extra moves; from one round it cannot be told, and the extra itself stands in for it; and how
-    # far the candidate's process may differ from the oracle's in it (CROSS_PROCESS_EXTRA)
-    host = max(extra - (statistics.median(fill_b) if fill_b else 0.0), 0.0)
-    noise = (max(extras) - min(extras) if len(extras) >= 2 else extra) + jitter_us + CROSS_PROCESS_EXTRA * host
+    # far the candidate's process may differ from the oracle's in its host work per slot (CROSS_PROCESS_US_PER_SLOT)
+    noise = (max(extras) - min(extras) if len(extras) >= 2 else extra) + jitter_us + CROSS_PROCESS_US_PER_SLOT * slots
     shave = statistics.median(shaveable_b) if shaveable_b else extra
     resolved = noise < 0.5 * pass_b and pass_c >= floor
     judge_speedup = pass_b / max(pass_c, floor)

@@ -112,3 +112,32 @@ def test_a_retune_of_a_kernel_that_ignores_input_strides_is_accepted(tmp_path):
         assert retuned != ev.baseline
         r = ev.evaluate(retuned, seed=3, time_it=False)
     assert r.ok, r.error
+
+
+def test_a_size_one_dimension_has_no_stride_to_match():
+    from runners.judge import same_layout
+    assert same_layout([1, 4096], [4096, 1], [4128, 1])  # one row: its stride is never stepped along
+    assert not same_layout([2, 4096], [4096, 1], [4128, 1])
+    assert same_layout([0, 8], [8, 1], [1, 0])
+    assert not same_layout([3, 4], [4, 1], [1, 3])
+
+
+def test_an_output_made_with_empty_like_of_a_one_row_slice_is_accepted(tmp_path):
+    """The layout trial hands a one-row input of row stride H + 32; ``torch.empty_like`` of it keeps that stride,
+    and the baseline's ``torch.empty((rows, H))`` does not. Both address the same places."""
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parent.parent / "examples" / "tinyserve"
+    kernel = load_config(example).kernels["rms_norm"]
+    kernel = kernel.model_copy(update={"smoke_shapes": [{"T": 1, "H": 96}]})
+    spec = task_spec("rms_norm", kernel, "interpret")
+    build_bundle(example, spec, tmp_path / "bundle")
+    with Evaluator(tmp_path / "bundle", "interpret", timeout=120, trials=1) as ev:
+        base = ev.baseline
+        variant = base.replace("out = torch.empty((num_rows, hidden), dtype=hidden_states.dtype, "
+                               "device=hidden_states.device)", "out = torch.empty_like(hidden_states)")
+        variant = variant.replace("    out = out.view(shape)\n",
+                                  "    out = out if out.shape == shape else out.view(shape)\n")
+        assert variant.count("empty_like(hidden_states)") == 1 and "out if out.shape == shape" in variant
+        r = ev.evaluate(variant, seed=11, time_it=False)
+    assert r.ok, r.error
