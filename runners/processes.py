@@ -85,7 +85,7 @@ class WorkerProcess:
     """One spawned ``python -m runners.worker`` and its two pipes."""
 
     def __init__(self, backend: Backend, root: Path, role: str, python: str | None = None, uid: int | None = None,
-                 env: dict | None = None):
+                 env: dict | None = None, preload: str | None = None):
         self.role = role
         self.uid = uid  # None: the judge's own user
         self.dir = Path(tempfile.mkdtemp(prefix=f"{role}-", dir=root))
@@ -98,6 +98,8 @@ class WorkerProcess:
         rep_r, rep_w = os.pipe()
         env = scrubbed_env(backend, env)
         env.update(KS_REQ_FD=str(req_r), KS_REP_FD=str(rep_w))
+        if preload:  # modules to import while the worker waits (runners/preload.py)
+            env["KS_PRELOAD"] = preload
         if uid is not None:  # its own home, name and caches, in its own folder (the uid has no passwd entry)
             env.update(HOME=str(self.workdir), TRITON_CACHE_DIR=str(self.workdir / ".triton"),
                        XDG_CACHE_HOME=str(self.workdir / ".cache"), USER=f"ks{uid}", LOGNAME=f"ks{uid}",

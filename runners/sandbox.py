@@ -26,6 +26,7 @@ from .isolation import SECRET_NAME, Isolation
 from .judge import Exchange, Judge, Protocol
 from .judge import evaluate as run_protocol
 from .policy import check_source, defines_triton_kernel
+from .preload import encode, host_imports
 from .results import Environment, Evaluation
 from .processes import (_LIBC, _PR_SET_DUMPABLE, PROJECT_ROOT, START_TIMEOUT, WorkerProcess,
                         materialize, read_baseline, scrubbed_env)
@@ -54,6 +55,8 @@ class Evaluator:
         self.spec = read_task(self.bundle)
         self.baseline = baseline_source(self.bundle, self.spec)
         self._baseline_files = read_baseline(self.bundle)
+        warm = host_imports(self.baseline, own=("ks_baseline", "ks_candidate"))
+        self._preload = encode(self.spec.import_paths, warm, not self.backend.timed) if warm else None
         self.protocol = protocol or Protocol()
         self.search_protocol = Protocol.search() if protocol is None else protocol
         sweep_stale(shm_root())
@@ -99,7 +102,7 @@ class Evaluator:
             self.started += 1
             uid = self.isolation.next_uid()
         return _spawner().submit(WorkerProcess, self.backend, self.root, role, self.spec.python, uid,
-                                    self.spec.env).result()
+                                    self.spec.env, self._preload).result()
 
     def _load(self, worker: WorkerProcess, package: str, source: str | None, reference: bool = False) -> dict:
         """The judge writes the module (and the baseline's helpers) into the worker's folder; the worker only

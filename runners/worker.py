@@ -13,6 +13,7 @@ from __future__ import annotations
 import faulthandler
 import importlib
 import importlib.util
+import json
 import os
 import signal
 import sys
@@ -22,7 +23,7 @@ from pathlib import Path
 import torch
 import triton
 
-from . import interpreter_shims, launches
+from . import interpreter_shims, launches, preload
 from .compare import flatten
 from .inputs import SlotBank, strided
 from .task import ArgSpec, Case
@@ -266,6 +267,9 @@ def main() -> None:
     if hasattr(signal, "SIGUSR1"):  # `kill -USR1` prints where a stuck worker is, into its log
         faulthandler.register(signal.SIGUSR1, all_threads=True)
     read_fd, write_fd = int(os.environ.pop("KS_REQ_FD")), int(os.environ.pop("KS_REP_FD"))
+    warmed = preload.run_from_env()
+    if warmed:
+        print(f"preload: {json.dumps(warmed)}", file=sys.stderr, flush=True)
     Server(Channel(read_fd, write_fd)).serve()
 
 
