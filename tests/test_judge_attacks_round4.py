@@ -608,7 +608,10 @@ def test_a_skipping_kernel_hands_back_stale_outputs_in_a_pass(rms_bundle, tmp_pa
 def test_calls_skipped_where_the_window_shows_few_slots_are_refused(timed_runs, protocol):
     ev = timed_runs["skipped"][protocol]
     assert ev["protocol"] == protocol, ev
-    assert not ev["ok"] and ev["stage"] == "timing", json.dumps(ev)
+    # refused for the skipped slot itself: a quarantine of the claim is the stand-in's host-clock noise on a
+    # loaded machine (CI once refused the cheat that way, and this strict xfail passed by chance)
+    assert not ev["ok"] and ev["stage"] == "timing" and "slot" in ev["error"], json.dumps(ev)
+    assert "quarantined" not in ev["error"], json.dumps(ev)
 
 
 
