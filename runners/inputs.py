@@ -60,18 +60,20 @@ def scalar_value(spec: ArgSpec, gen: torch.Generator, device: str, trial: int):
     return low + (high - low) * u
 
 
-def strided(t: torch.Tensor, strides: list[int] | None) -> torch.Tensor:
+def strided(t: torch.Tensor, strides: list[int] | None, gap: float = 0.0) -> torch.Tensor:
     """``t``'s values in a tensor with the given strides (a captured, non-contiguous layout). The places of its
-    storage outside the view (a padded row's tail) hold NaN, or 0 for integers: never what the allocator left
-    there. On a GPU that was the same values laid out densely by the call before, so a kernel that ignores the
-    strides read the right rows out of stale memory and seemed to take the layout (H200, Liger's geglu_forward)."""
+    storage outside the view hold ``gap`` (0 for integers), the same in every process, never what the allocator
+    left there. The layout trial's padding is NaN (``row_padded``): on a GPU the allocator's leftovers were the
+    same values laid out densely by the call before, so a kernel that ignores the strides read the right rows out
+    of stale memory and seemed to take the layout (H200, Liger's geglu_forward). A captured layout's gaps are 0:
+    finite, as the neighbouring data of a real caller's buffer is."""
     if not strides or list(t.stride()) == list(strides):
         return t
     if not t.numel() or min(strides) < 0:
         out = torch.empty_strided(t.shape, strides, dtype=t.dtype, device=t.device)
     else:
         size = 1 + sum((n - 1) * s for n, s in zip(t.shape, strides))
-        fill = float("nan") if t.dtype.is_floating_point or t.dtype.is_complex else 0
+        fill = gap if t.dtype.is_floating_point or t.dtype.is_complex else 0
         out = torch.full((size,), fill, dtype=t.dtype, device=t.device).as_strided(t.shape, strides)
     out.copy_(t)
     return out
@@ -101,7 +103,7 @@ def row_padded(kwargs: dict, keep=(), every_level: bool = False) -> tuple[dict, 
         strides = [1, t.shape[-1] + pad]
         for d in reversed(t.shape[1:-1]):
             strides.append(strides[-1] * d + (pad if every_level else 0))
-        out[name] = strided(t, list(reversed(strides)))
+        out[name] = strided(t, list(reversed(strides)), gap=float("nan"))
         changed.append(name)
     return out, changed
 

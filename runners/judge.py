@@ -206,7 +206,7 @@ class Judge(TimingSteps):
             if not changed:
                 continue
             shown = ", ".join(f"`{n}` {list(wide[n].shape)} with strides {list(wide[n].stride())}" for n in changed)
-            self._variant_trial(wide, f"c{index}t{trial}w{k}", same_as_dense, tol, (
+            self._variant_trial(wide, f"c{index}t{trial}w{k}", same_as_dense, tol, changed, (
                 f"inputs that are slices of a wider buffer ({shown})", "The baseline gives the same answer on them "
                 "as on dense inputs, so a caller may pass them (`x[:, :n]` of a wider tensor, q and k split from a "
                 "fused qkv): use the strides the baseline uses, or make the input contiguous"))
@@ -229,16 +229,19 @@ class Judge(TimingSteps):
             tensors = [t for t in flatten([out, [written.get(n) for n in names]]) if isinstance(t, torch.Tensor)]
             return all(bool(torch.isfinite(t).all()) for t in tensors if t.dtype.is_floating_point)
 
-        self._variant_trial(masked, f"c{index}t{trial}m", finite, tol, (
+        self._variant_trial(masked, f"c{index}t{trial}m", finite, tol, [], (
             f"masked rows (-inf over the first 3/4 of a row of {', '.join(f'`{n}`' for n in changed)}, and at "
             f"random places of another)", "The baseline gives finite outputs on them, so a caller may mask that "
             "way: keep a running maximum that is still -inf from turning into NaN"))
 
-    def _variant_trial(self, inputs: dict, tag: str, baseline_takes, tol, explain: tuple[str, str]) -> None:
+    def _variant_trial(self, inputs: dict, tag: str, baseline_takes, tol, padded: list[str],
+                       explain: tuple[str, str]) -> None:
         """The oracle, then the candidate, on ``inputs``; asked of the candidate only where the oracle answers and
-        ``baseline_takes(out, written)``."""
+        ``baseline_takes(out, written)``. The ``padded`` inputs are rebuilt in the workers with NaN padding."""
         names = list(self.spec.written)
         metas = self.exchange.write_inputs(inputs)
+        for name in padded:
+            metas[name]["gap"] = "nan"
         try:
             ref_reply, ref, ref_written = self._oracle_call(metas, tag, inputs)
         except Refusal:

@@ -112,7 +112,8 @@ class Server:
         kwargs = {}
         for name, meta in metas.items():
             if isinstance(meta, dict) and meta.get("kind") == "tensor":
-                kwargs[name] = strided(read_tensor(meta, self.exchange, 1 << 40, self.device), meta.get("strides"))
+                gap = float("nan") if meta.get("gap") == "nan" else 0.0  # the layout trial's padding, or 0
+                kwargs[name] = strided(read_tensor(meta, self.exchange, 1 << 40, self.device), meta.get("strides"), gap)
             else:
                 kwargs[name] = decode_value(meta, self.exchange, 0)
         return kwargs
