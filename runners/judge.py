@@ -268,6 +268,8 @@ def same_layout(shape, want, got) -> bool:
     was refused for that instead of for its cheat), and an empty tensor has no places at all."""
     if want is None or got is None or any(n == 0 for n in shape):
         return want == got or any(n == 0 for n in shape)
+    if not len(want) == len(got) == len(shape):
+        return False
     return all(n == 1 or a == b for n, a, b in zip(shape, want, got))
 
 

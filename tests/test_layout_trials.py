@@ -123,6 +123,7 @@ def test_a_size_one_dimension_has_no_stride_to_match():
     assert not same_layout([2, 4096], [4096, 1], [4128, 1])
     assert same_layout([0, 8], [8, 1], [1, 0])
     assert not same_layout([3, 4], [4, 1], [1, 3])
+    assert not same_layout([2, 4], [4, 1], [4])  # a header with fewer strides than dimensions
 
 
 def test_an_output_made_with_empty_like_of_a_one_row_slice_is_accepted(tmp_path):
