@@ -94,6 +94,7 @@ class Judge(TimingSteps):
         self.defines_kernel = True  # the module defines a @triton.jit function (set by the evaluator)
         self.spent: dict[str, float] = {}  # seconds per part of the timing phase (``timing.*`` in the phases)
         self.unclocked: list = []  # screening: (case, index, result) sampled without the judge's clock
+        self.bystanders: list = []  # other workers (the warm spare, importing): stopped while anything is timed
 
     # ---- helpers ------------------------------------------------------------------------------------------
     def _decode(self, worker, meta, max_bytes: int):

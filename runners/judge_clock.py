@@ -132,15 +132,19 @@ class TimingSteps:
     @contextlib.contextmanager
     def _alone(self, worker):
         """The oracle's times are taken with the candidate's processes stopped, so that a candidate cannot slow
-        the baseline down (a thread keeping the GPU busy while its own worker waits) and look faster for it."""
-        if worker is not self.oracle:
-            yield
-            return
-        self.candidate.pause()
+        the baseline down (a thread keeping the GPU busy while its own worker waits) and look faster for it.
+        The bystanders (the warm spare, which may still be importing the next candidate's host modules,
+        runners/preload.py) are stopped while either side is timed."""
+        quiet = [w for w in getattr(self, "bystanders", []) if w is not None and w is not worker]
+        if worker is self.oracle:
+            quiet.append(self.candidate)
+        for w in quiet:
+            w.pause()
         try:
             yield
         finally:
-            self.candidate.resume()
+            for w in quiet:
+                w.resume()
 
     def _window(self, worker, seed: int) -> tuple[float, dict]:
         t0 = time.perf_counter()

@@ -231,6 +231,7 @@ class Evaluator:
                 judge = Judge(self.spec, self.backend, oracle, candidate, self.exchange, self.backend.device,
                               self.protocol if protocol == "verify" else self.search_protocol)
                 judge.defines_kernel = defines_triton_kernel(source)  # the launch record must agree with the code
+                judge.bystanders = [self._spare] if self._spare is not None else []
                 run_protocol(judge, cases, int(seed), trials or self.trials, time_it, reference, ev, self._peak)
                 if ev.stage == "baseline":
                     ev.notes.append("harness-error")

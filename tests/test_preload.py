@@ -36,3 +36,40 @@ def test_a_slow_host_import_is_paid_while_the_worker_waits(tmp_path):
     assert first.ok and second.ok, (first.error, second.error)
     # without the preload each candidate's load imports the slow helper: at least SLOW_S seconds
     assert first.phases["load"] < SLOW_S / 2 and second.phases["load"] < SLOW_S / 2, (first.phases, second.phases)
+
+
+def _state(pid: int, want: str | None = None) -> str:
+    """The process's state letter; with ``want``, after up to a second for a signal to take effect."""
+    import time
+
+    for _ in range(100):
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        if want is None or (state == "T") == (want == "T"):
+            return state
+        time.sleep(0.01)
+    return state
+
+
+def test_the_spare_is_stopped_while_either_side_is_timed(tmp_path):
+    """The spare may still be importing the next candidate's host modules; the judge stops it (and the candidate,
+    while the oracle is timed) for every timed request, and lets it go on afterwards."""
+    from runners.backends import get_backend
+    from runners.judge import Judge
+    from runners.processes import WorkerProcess
+
+    backend = get_backend("interpret")
+    workers = [WorkerProcess(backend, tmp_path, role) for role in ("oracle", "candidate", "candidate")]
+    try:
+        oracle, candidate, spare = workers
+        judge = Judge.__new__(Judge)  # only its timing steps' pausing is used here
+        judge.oracle, judge.candidate, judge.bystanders = oracle, candidate, [spare]
+        with judge._alone(candidate):
+            assert _state(spare.proc.pid, "T") == "T" and _state(candidate.proc.pid) != "T"
+        assert _state(spare.proc.pid, "R") != "T"
+        with judge._alone(oracle):
+            assert _state(spare.proc.pid, "T") == "T" and _state(candidate.proc.pid, "T") == "T"
+            assert _state(oracle.proc.pid) != "T"
+        assert _state(spare.proc.pid, "R") != "T" and _state(candidate.proc.pid, "R") != "T"
+    finally:
+        for w in workers:
+            w.close()
