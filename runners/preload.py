@@ -24,19 +24,23 @@ ENV = "KS_PRELOAD"
 
 def host_imports(source: str, own: tuple[str, ...] = ()) -> list[str]:
     """Absolute modules the source imports at its top level (``import a.b``, ``from a.b import c``), in order,
-    without ``__future__`` and the packages named in ``own`` (the bundle's copies, which are the candidate's)."""
+    without ``__future__`` and the packages named in ``own`` (the bundle's copies, which are the candidate's);
+    only those before the first other statement (a ``sys.path`` or ``os.environ`` line may change what a later
+    import finds)."""
     try:
         tree = parse(source)
     except SyntaxError:
         return []
     names: list[str] = []
-    for node in tree.body:
+    for position, node in enumerate(tree.body):
         if isinstance(node, ast.Import):
             found = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            found = [node.module]
+        elif isinstance(node, ast.ImportFrom):
+            found = [node.module] if node.level == 0 and node.module else []
+        elif position == 0 and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            continue  # the module's docstring
         else:
-            continue
+            break
         for name in found:
             if name != "__future__" and name.split(".")[0] not in own and name not in names:
                 names.append(name)

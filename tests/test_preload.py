@@ -17,6 +17,7 @@ def test_the_host_imports_are_the_absolute_top_level_ones():
               "from .helpers import g\nfrom ks_candidate.x import y\ndef k():\n    import lazy\n")
     assert host_imports(source, own=("ks_candidate",)) == ["torch", "a.b", "host.utils"]
     assert host_imports("def broken(:\n") == []
+    assert host_imports('"""doc"""\nimport torch\nimport sys\nsys.path.insert(0, "x")\nimport late\n') == ["torch", "sys"]
 
 
 def test_a_slow_host_import_is_paid_while_the_worker_waits(tmp_path):
