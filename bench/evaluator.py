@@ -124,7 +124,7 @@ def part_b(pairs: int, save=lambda partial: None, protocol: str = "full") -> dic
                 errors.append(f"{r.stage}: {r.error[:300]}")
                 continue
             if r.cases[0].speedup is None:
-                errors.append(f"not timed: {r.cases[0].note if hasattr(r.cases[0], 'note') else ''}")
+                errors.append(f"not timed: {r.cases[0].message}")
                 continue
             ratios.append(r.cases[0].speedup)
             if i % 10 == 9:

@@ -267,10 +267,10 @@ def same_layout(shape, want, got) -> bool:
     """Strides that address the same places: a dimension of size 1 is never stepped along, so its stride is
     free (``empty_like`` of a one-row slice keeps the slice's row stride; H200, every rms_norm cheat at T=1
     was refused for that instead of for its cheat), and an empty tensor has no places at all."""
-    if want is None or got is None or any(n == 0 for n in shape):
-        return want == got or any(n == 0 for n in shape)
-    if not len(want) == len(got) == len(shape):
-        return False
+    if any(n == 0 for n in shape):
+        return True
+    if want is None or got is None or not len(want) == len(got) == len(shape):
+        return want == got
     return all(n == 1 or a == b for n, a, b in zip(shape, want, got))
 
 

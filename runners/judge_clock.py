@@ -135,7 +135,7 @@ class TimingSteps:
         the baseline down (a thread keeping the GPU busy while its own worker waits) and look faster for it.
         The bystanders (the warm spare, which may still be importing the next candidate's host modules,
         runners/preload.py) are stopped while either side is timed."""
-        quiet = [w for w in getattr(self, "bystanders", []) if w is not None and w is not worker]
+        quiet = [w for w in self.bystanders if w is not worker]
         if worker is self.oracle:
             quiet.append(self.candidate)
         for w in quiet:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from .backends import Backend, get_backend
 from .isolation import Isolation, without_credentials
+from .preload import ENV as PRELOAD_ENV
 from .task import BASELINE_DIR
 from .wire import Channel, PeerGone, WireError
 
@@ -98,8 +99,8 @@ class WorkerProcess:
         rep_r, rep_w = os.pipe()
         env = scrubbed_env(backend, env)
         env.update(KS_REQ_FD=str(req_r), KS_REP_FD=str(rep_w))
-        if preload:  # modules to import while the worker waits (runners/preload.py)
-            env["KS_PRELOAD"] = preload
+        if preload:  # modules to import while the worker waits
+            env[PRELOAD_ENV] = preload
         if uid is not None:  # its own home, name and caches, in its own folder (the uid has no passwd entry)
             env.update(HOME=str(self.workdir), TRITON_CACHE_DIR=str(self.workdir / ".triton"),
                        XDG_CACHE_HOME=str(self.workdir / ".cache"), USER=f"ks{uid}", LOGNAME=f"ks{uid}",

@@ -1,0 +1,65 @@
+"""Round 5: what the review of stop 13's judge changes found (the NaN padding of the layout trial, the per-slot
+allowance of the judge's clock). Each attack has a cheat in tests/cheats/round5_*.py, a control showing the cheat
+is wrong (or slower) outside the judge, and the judge's verdict on it; the holes still open are strict xfails
+with the mechanism and the fix in their reasons."""
+import pytest
+import torch
+from test_judge_attacks_round4 import _gpu_summary, _import, _needs_gpu, _source, gpu_rms_evaluator  # noqa: F401
+
+from runners.inputs import row_padded
+from runners.task import read_task
+
+PADDING = "round5_strides_only_on_nan_padding.py"
+PARITY = "round5_claims_parity_where_slower.py"
+
+
+def test_a_kernel_that_takes_strides_only_on_nan_padding_is_wrong_on_a_real_slice(rms_bundle, tmp_path):
+    """Control: right on the judge's padded input, wrong on a slice of a wider buffer with finite neighbours."""
+    module = read_task(rms_bundle).module
+    base = _import(rms_bundle, module, None, tmp_path)
+    cheat = _import(rms_bundle, module, _source(PADDING), tmp_path)
+    x, w = torch.randn(6, 96), torch.rand(96) + 0.5
+    padded = row_padded({"x": x})[0]["x"]
+    assert torch.allclose(cheat.rms_norm(padded, w), base.rms_norm(x, w), atol=1e-5)
+    wide = torch.randn(6, 128)
+    wide[:, :96] = x
+    real = wide[:, :96]  # qkv[:, :H]: the neighbours are data, not NaN
+    assert torch.allclose(base.rms_norm(real, w), base.rms_norm(x, w), atol=1e-5)
+    assert not torch.allclose(cheat.rms_norm(real, w), base.rms_norm(x, w), atol=1e-2)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "runners/inputs.py row_padded/strided: the layout trial's padding is NaN, a value no real caller's neighbouring "
+    "data has, so a kernel can take the strides only where it sees NaN past a row and assume dense rows "
+    "everywhere else; every trial the judge runs is then right. (The general form, a kernel right only inside the "
+    "judge, is the inherent xfail of tests/test_judge_attacks.py; NaN makes this instance cheap.) Fix: finite "
+    "random padding from the judge's secret, carried in the tensor file with the storage (the worker rebuilds "
+    "the judge's buffer instead of filling the gaps itself), the same in both workers: a stride-ignoring "
+    "baseline still reads garbage there and is not held to the layout, and no marker tells the trial apart"))
+def test_a_kernel_that_takes_strides_only_on_nan_padding_is_refused(rms_evaluator):
+    ev = rms_evaluator.evaluate(_source(PADDING), seed=21, time_it=False, static_policy=False)
+    assert not ev.ok and ev.stage == "correctness", (ev.stage, ev.error[:300])
+
+
+def test_a_kernel_that_runs_twice_on_small_inputs_is_right(rms_evaluator):
+    """Control for the parity claim: the cheat's outputs are right everywhere (only its time is wrong), so the
+    judge's clock is all that can catch it."""
+    ev = rms_evaluator.evaluate(_source(PARITY), seed=22, time_it=False, static_policy=False)
+    assert ev.ok, ev.error
+
+
+@pytest.mark.gpu
+@_needs_gpu
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "prediction (H200): at T=1,H=4096 (calls of about 1.4 us, 8192 slots) the cheat runs its kernel twice and "
+    "its worker claims half the measured time, parity; the per-slot allowance (runners/judge_clock.py "
+    "CROSS_PROCESS_US_PER_SLOT, 4.1 ms over 8192 slots against a pass of about 12 ms) leaves the size unresolved "
+    "when the extras also move by 1.7 ms or more, and an unresolved size is credited up to 1.0x whatever the clock "
+    "saw. If the H200's extras stay steadier the clock resolves the size, sees about 0.5x and quarantines it, and "
+    "this xfail passes: then the hole is only at calls of about 1 us (tests/test_corroboration.py). Fix: the "
+    "commitments out of the timed request, and the per-slot term re-measured"))
+def test_gpu_a_slowdown_claimed_as_parity_is_not_credited_parity(gpu_rms_evaluator):  # noqa: F811
+    ev = gpu_rms_evaluator.evaluate(_source(PARITY), seed=1, time_it=True, trials=2, static_policy=False)
+    small = [c for c in ev.cases if c.case.startswith("T=1,")]
+    assert ev.stage not in ("compile", "crashed", "baseline", "correctness"), _gpu_summary(ev)
+    assert (not ev.ok and ev.stage == "timing") or all((c.speedup or 0.0) < 0.8 for c in small), _gpu_summary(ev)
