@@ -140,7 +140,7 @@ def test_kernels_lists_the_config(monkeypatch):
     proc = kernelsmith_here("kernels", "examples/tinyserve")
     assert proc.returncode == 0
     names = [line.split("\t")[0] for line in proc.stdout.splitlines()]
-    assert names == ["rms_norm", "silu_and_mul", "apply_rotary_pos_emb", "softmax", "layer_norm"]
+    assert names == ["rms_norm", "silu_and_mul", "apply_rotary_pos_emb", "softmax", "layer_norm", "qk_rms_norm"]
     assert "tinyserve/kernels/rms_norm.py:rms_norm" in proc.stdout
     bad = kernelsmith_here("kernels", "tests")
     assert bad.returncode == 2 and "no .github/kernelsmith.yml" in bad.message

@@ -11,3 +11,8 @@ def rms_norm(hidden_states, weight, eps=1e-6, residual=None):
 
 def layer_norm(x, weight, bias, eps=1e-5):
     return torch.nn.functional.layer_norm(x.float(), x.shape[-1:], weight.float(), bias.float(), eps).to(x.dtype)
+
+
+def qk_rms_norm(x, weight, eps=1e-6):
+    xf = x.float()
+    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * weight.float()).to(x.dtype)
