@@ -8,16 +8,19 @@ Computed constexprs (``BLOCK_N=next_power_of_2(n)``) are left alone: correctness
 An ``@triton.autotune`` kernel pins nothing at its launch (its configs decide); its knobs sit on the decorator:
 ``configs`` (the original list, one config pinned, the configs that share one value, or the list widened by
 more warps and stages; a list built at run time is pinned by position) and ``key`` (the original key, or the
-key with one more scalar argument, so that shapes the key could not tell apart get their own choice). Edits are
+key with one more scalar argument, bucketed to its power of two or exact, so that shapes the key could not tell
+apart get their own choice: evolver/autotune_key.py). Edits are
 spliced into the original text by byte offset, so a champion's diff touches only what changed.
 """
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from runners.policy import decorator_names
 from runners.syntax import parse
+
+from .autotune_key import key_choices, key_edits
 
 WARPS = ("1", "2", "4", "8", "16", "32")
 NUM_STAGES = ("1", "2", "3", "4")
@@ -211,6 +214,8 @@ class Autotuned:
     scalars: list[str]  # kernel parameters that look like scalars (never a load/store address)
     config_call: str  # how the module spells triton.Config
     runtime: str | None = None  # the configs expression, when it cannot be read without running the module
+    fn: ast.FunctionDef | None = None  # the kernel's definition
+    sites: list = field(default_factory=list)  # its launch calls the entry reaches
 
 
 def _scalar_params(fn: ast.FunctionDef, constexprs: set[str]) -> list[str]:
@@ -230,7 +235,8 @@ def _scalar_params(fn: ast.FunctionDef, constexprs: set[str]) -> list[str]:
 
 def autotuned_kernels(tree: ast.Module, source: str, entry: str | None = None) -> list[Autotuned]:
     """Autotuned kernels launched from code the entry reaches, with configs that read statically."""
-    launched = {name for name, _ in launch_sites(tree, entry, autotuned=True)}
+    calls = launch_sites(tree, entry, autotuned=True)
+    launched = {name for name, _ in calls}
     out = []
     for node in tree.body:
         if not (isinstance(node, ast.FunctionDef) and node.name in launched):
@@ -262,7 +268,8 @@ def autotuned_kernels(tree: ast.Module, source: str, entry: str | None = None) -
             tuned = {k for c in configs or [] for k, _ in c.kwargs}
             out.append(Autotuned(node.name, node.lineno, configs_node, key_node, configs or [], list(key),
                                  _scalar_params(node, tuned), config_call,
-                                 ast.get_source_segment(source, configs_node) if configs is None else None))
+                                 ast.get_source_segment(source, configs_node) if configs is None else None,
+                                 node, [c for name, c in calls if name == node.name]))
     return out
 
 
@@ -322,15 +329,11 @@ def autotune_knobs(tuned: Autotuned, index: int) -> list[Knob]:
 def _key_knobs(tuned: Autotuned, index: int) -> list[Knob]:
     if tuned.key_node is None:
         return []
-    keys: list[str | None] = [None]
-    key_labels = [f"{tuned.key}"]
-    for p in tuned.scalars:
-        if p not in tuned.key:
-            keys.append(repr([*tuned.key, p]))
-            key_labels.append(f"{[*tuned.key, p]} (re-tune per value of {p})")
-    if len(keys) == 1:
+    choices = key_choices(tuned.key, tuned.scalars, tuned.fn, tuned.sites)  # bucketed first (evolver/autotune_key)
+    if not choices:
         return []
-    return [Knob(index, tuned.line, tuned.kernel, "key", tuple(keys), "autotune", tuple(key_labels))]
+    return [Knob(index, tuned.line, tuned.kernel, "key", (None, *[t for t, _ in choices]), "autotune",
+                 (f"{tuned.key}", *[label for _, label in choices]))]
 
 
 def find_knobs(source: str, entry: str | None = None) -> list[Knob]:
@@ -381,6 +384,10 @@ def render(source: str, knobs: list[Knob], genome: dict[str, int], entry: str | 
         if knob.kind == "autotune":
             node = tuned[knob.site].configs_node if knob.name == "configs" else tuned[knob.site].key_node
             edits.append((*span(node), value.encode()))
+            if knob.name == "key":  # a bucketed key adds an argument to the kernel and its launches
+                edits += [(offset(a, b), offset(c, d), text.encode())
+                          for a, b, c, d, text in key_edits(source, tuned[knob.site].fn, tuned[knob.site].sites,
+                                                            ast.literal_eval(value))]
             continue
         call = sites[knob.site][1]
         existing = next((kw for kw in call.keywords if kw.arg == knob.name), None)

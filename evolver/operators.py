@@ -21,6 +21,33 @@ class Operator(Protocol):
         """A new, not yet evaluated candidate (its id is assigned by the loop), or None when exhausted."""
 
 
+def sweep_order(knob: Knob) -> list[int]:
+    """The choices of an autotune knob in the order to try them one at a time: pinned configs farthest-first
+    (each next pin is the one least like those already tried, values compared by their rank among the configs),
+    so that a small budget still times the extremes (one row per program and many, few warps and many); then the
+    other choices in their order."""
+    pins = {i: dict(p.split("=", 1) for p in knob.labels[i][4:].split(", ") if "=" in p)
+            for i in range(1, len(knob.choices)) if knob.labels and knob.labels[i].startswith("pin ")}
+    rank: dict[str, dict[str, float]] = {}
+    for name in {n for meta in pins.values() for n in meta}:
+        values = list(dict.fromkeys(meta[name] for meta in pins.values() if name in meta))
+        try:
+            values.sort(key=float)
+        except ValueError:
+            pass  # not numbers: their order of appearance
+        rank[name] = {v: i / max(1, len(values) - 1) for i, v in enumerate(values)}
+
+    def distance(a: int, b: int) -> float:
+        return sum(abs(rank[n][pins[a][n]] - rank[n][pins[b][n]]) if n in pins[a] and n in pins[b] else 1.0
+                   for n in set(pins[a]) | set(pins[b]))
+
+    order = sorted(pins)[:1]
+    while len(order) < len(pins):
+        order.append(max((i for i in sorted(pins) if i not in order),
+                         key=lambda i: (min(distance(i, j) for j in order), -i)))
+    return order + [i for i in range(1, len(knob.choices)) if i not in pins]
+
+
 class LaunchTuner:
     """Evolves launch parameters at the launch sites the entry reaches: num_warps, num_stages and constexpr
     tile sizes of plain launches, and the configs and key of ``@triton.autotune`` kernels.
@@ -39,9 +66,10 @@ class LaunchTuner:
         self.knobs: list[Knob] = find_knobs(baseline_source, entry)
         self.elites = elites
         self.crossover_rate = crossover_rate
-        # the key choices first (few, and the likeliest win when the key misses a size), then each config
+        # the key choices first (few, and the likeliest win when the key misses a size; bucketed keys before
+        # exact ones), then each config pinned, the most different configs first, then the subsets
         tuned = sorted((k for k in self.knobs if k.kind == "autotune"), key=lambda k: k.name != "key")
-        self._sweep = [{k.key: i} for k in tuned for i in range(1, len(k.choices))]
+        self._sweep = [{k.key: i} for k in tuned for i in sweep_order(k)]
         self._lock = threading.Lock()
 
     def _mutate(self, genome: dict, rng: random.Random) -> dict:

@@ -94,15 +94,17 @@ def test_autotuned_launches_get_config_and_key_knobs():
     assert configs.labels[:5] == ("(as written)", "pin BLOCK=64, num_warps=2", "pin BLOCK=64, num_warps=8",
                                   "pin BLOCK=256, num_warps=2", "pin BLOCK=256, num_warps=8")
     assert "only configs with BLOCK=64" in configs.labels and configs.labels[-1].startswith("more configs")
-    # the key can add the token count M; strides and eps are not worth re-tuning on
-    assert knobs["key"].labels == ("['N']", "['N', 'M'] (re-tune per value of M)")
+    # the key can add the token count M, bucketed to its power of two first; strides and eps are not worth
+    # re-tuning on
+    assert knobs["key"].labels == ("['N']", "['N', 'M_bucket'] (re-tune per power of two of M)",
+                                   "['N', 'M'] (re-tune per value of M)")
     assert {k.kernel for k in find_knobs(AUTOTUNED)} == {"_norm", "_other"}  # no entry: every launch
 
 
 def test_render_pins_a_config_and_re_keys():
     knobs = find_knobs(AUTOTUNED, "norm")
     configs, key = knobs
-    new = render(AUTOTUNED, knobs, {configs.key: 4, key.key: 1}, "norm")
+    new = render(AUTOTUNED, knobs, {configs.key: 4, key.key: 2}, "norm")
     assert "@triton.autotune(configs=[triton.Config({'BLOCK': 256}, num_warps=8)], key=['N', 'M'])" in new
     assert new.count("\n") == AUTOTUNED.count("\n") and "CONFIGS = _ALL if" in new
     ast.parse(new)
@@ -146,8 +148,35 @@ def test_tuner_tries_each_autotune_choice_first():
 
     tuner = LaunchTuner(AUTOTUNED, entry="norm")
     archive = Archive()
-    first = [tuner.propose(archive, random.Random(0)).genome for _ in range(3)]
-    assert first == [{"_norm@autotune.key": 1}, {"_norm@autotune.configs": 1}, {"_norm@autotune.configs": 2}]
-    assert tuner.describe({"_norm@autotune.key": 1}) == [
+    first = [tuner.propose(archive, random.Random(0)).genome for _ in range(5)]
+    # the keys (bucketed, then exact), then the pins farthest-first: BLOCK=64/2 warps, then BLOCK=256/8 warps
+    assert first == [{"_norm@autotune.key": 1}, {"_norm@autotune.key": 2}, {"_norm@autotune.configs": 1},
+                     {"_norm@autotune.configs": 4}, {"_norm@autotune.configs": 2}]
+    assert tuner.describe({"_norm@autotune.key": 2}) == [
         "_norm (line 11): autotune key: ['N'] -> ['N', 'M'] (re-tune per value of M)"]
     del Candidate
+
+
+def test_a_bucketed_key_adds_an_argument_the_launch_passes():
+    knobs = find_knobs(AUTOTUNED, "norm")
+    key = next(k for k in knobs if k.name == "key")
+    new = render(AUTOTUNED, knobs, {key.key: 1}, "norm")
+    assert "key=['N', 'M_bucket'])" in new
+    assert "def _norm(x_ptr, y_ptr, M, N, stride, eps, BLOCK: tl.constexpr, M_bucket=0):" in new
+    assert "(x, x, x.shape[0], x.shape[1], x.stride(0), eps, M_bucket=int(x.shape[0]).bit_length())" in new
+    assert "_other[(1,)](x, BLOCK=128, num_warps=4)" in new  # another kernel's launch is left alone
+    ast.parse(new)
+
+
+def test_no_bucket_where_a_launch_passes_the_size_with_side_effects():
+    from evolver.autotune_key import bucket_value
+
+    # one bucket per power of two: decode's 32 rows (1 token x 32 heads) and prefill's 262144 differ
+    assert [eval(bucket_value(str(v))) for v in (1, 2, 3, 4, 32, 33, 262144)] == [1, 2, 2, 3, 6, 6, 19]
+    impure = AUTOTUNED.replace("x.shape[0], x.shape[1]", "next(sizes), x.shape[1]")
+    labels = next(k for k in find_knobs(impure, "norm") if k.name == "key").labels
+    assert labels == ("['N']", "['N', 'M'] (re-tune per value of M)")  # exact only: `next(...)` runs once
+    keyword = AUTOTUNED.replace("x.shape[0], x.shape[1], x.stride(0), eps)", "N=x.shape[1], M=x.shape[0], "
+                                "stride=x.stride(0), eps=eps)").replace("(x, x, ", "(x, y_ptr=x, ")
+    key = next(k for k in find_knobs(keyword, "norm") if k.name == "key")
+    assert "M_bucket=int(x.shape[0]).bit_length())" in render(keyword, [key], {key.key: 1}, "norm")

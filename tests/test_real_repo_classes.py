@@ -387,13 +387,17 @@ def test_configs_built_at_run_time_are_pinned_by_position():
     configs, key = find_knobs(RUNTIME_AUTOTUNED, "scale_")
     assert (configs.name, key.name) == ("configs", "key") and len(configs.choices) == 9
     assert configs.labels[2] == 'pin config #1 of `get_tuned_config("scale")`'
-    assert key.labels[1] == "['n', 'rows'] (re-tune per value of rows)"
-    for choice, want in ((2, [(64 // 2, 2)]), (8, [(32, 1), (32, 2), (64, 1), (64, 2)])):  # #7: fewer, all kept
+    assert key.labels[1:] == ("['n', 'rows_bucket'] (re-tune per power of two of rows)",
+                              "['n', 'rows'] (re-tune per value of rows)")
+    for choice, want, rekey, keys in ((2, [(64 // 2, 2)], 2, ["n", "rows"]),
+                                      (8, [(32, 1), (32, 2), (64, 1), (64, 2)], 2, ["n", "rows"]),  # #7: fewer
+                                      (2, [(64 // 2, 2)], 1, ["n", "rows_bucket"])):  # the launch passes the bucket
         namespace: dict = {}
-        exec(compile(render(RUNTIME_AUTOTUNED, [configs, key], {configs.key: choice, key.key: 1}, "scale_"),
+        exec(compile(render(RUNTIME_AUTOTUNED, [configs, key], {configs.key: choice, key.key: rekey}, "scale_"),
                      "scaled.py", "exec"), namespace)
         tuner = namespace["_scale_kernel"]
-        assert [(c.kwargs["BLOCK"], c.num_warps) for c in tuner.configs] == want and tuner.keys == ["n", "rows"]
+        assert [(c.kwargs["BLOCK"], c.num_warps) for c in tuner.configs] == want and tuner.keys == keys
+        assert keys[-1] in tuner.arg_names
         if len(want) == 1:  # one config: no benchmarking, so it runs on the interpreter too
             assert torch.equal(namespace["scale_"](torch.ones(100)), torch.full((100,), 2.0))
 

@@ -62,9 +62,9 @@ def test_a_key_blind_autotuner_is_reported_with_the_re_key_that_fixed_it():
     large = tuned(2, {configs.key: 4}, {"T=1/float16": (2.0, 2.6), "T=8192/float16": (40.0, 25.0)})
     rekeyed = tuned(3, {key.key: 1}, {"T=1/float16": (2.0, 1.95), "T=8192/float16": (40.0, 26.0)})
     [f] = findings(small, large, rekeyed)
-    assert f["key_blind"] and f["keys_tried"] == {"['N', 'M'] (re-tune per value of M)": round(
+    assert f["key_blind"] and f["keys_tried"] == {"['N', 'M_bucket'] (re-tune per power of two of M)": round(
         ((2.0 / 1.95) * (40.0 / 26.0)) ** 0.5, 3)}
-    assert "re-keyed as ['N', 'M'] (re-tune per value of M) it measured 1.26x" in f["note"]
+    assert "re-keyed as ['N', 'M_bucket'] (re-tune per power of two of M) it measured 1.26x" in f["note"]
     md = render_markdown(report(autotune=[f]))
     assert "### Autotuned kernels" in md and "- `_norm` (line 11, key `['N']`): the best config differs" in md
     assert "| `T=8192/float16` | BLOCK=256, num_warps=8 | 1.600× |" in md
@@ -76,9 +76,13 @@ def test_without_a_helpful_key_the_finding_proposes_a_choice_by_shape():
     small = tuned(1, {configs.key: 1}, {"T=1/float16": (2.0, 1.9), "T=8192/float16": (40.0, 60.0)})
     large = tuned(2, {configs.key: 4}, {"T=1/float16": (2.0, 2.6), "T=8192/float16": (40.0, 25.0)})
     [f] = findings(small, large)  # no re-keyed candidate evaluated yet
-    assert f["keys_tried"] == {} and "keys to try: ['N', 'M']" in f["note"]
+    assert f["keys_tried"] == {} and "keys to try: ['N', 'M_bucket'] (re-tune per power of two of M), ['N', 'M']" \
+        in f["note"]
     useless = tuned(3, {key.key: 1}, {"T=1/float16": (2.0, 2.0), "T=8192/float16": (40.0, 40.0)})
     [f] = findings(small, large, useless)
+    assert "keys to try: ['N', 'M'] (re-tune per value of M)" in f["note"]  # the bucketed key did not help
+    exact = tuned(5, {key.key: 2}, {"T=1/float16": (2.0, 2.0), "T=8192/float16": (40.0, 40.0)})
+    [f] = findings(small, large, useless, exact)
     assert "choose the config by shape in the launcher (T=1/float16: BLOCK=64, num_warps=2, " \
            "T=8192/float16: BLOCK=256, num_warps=8)" in f["note"]
     same = tuned(4, {configs.key: 1}, {"T=1/float16": (2.0, 1.9), "T=8192/float16": (40.0, 39.0)})
