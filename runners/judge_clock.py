@@ -21,7 +21,8 @@ from .inputs import case_shapes
 from .protocol import Refusal, commitment_of, meta_nbytes, trial_seed
 from .results import CaseResult
 from .task import Case
-from .timing import matches
+from .timing import digest, matches
+from .wire import WireError
 
 MAX_PLAUSIBLE_SPEEDUP = 10.0
 # How far a request's host work per slot (the commitments' transfer and encoding, the reply) can differ between the
@@ -146,20 +147,36 @@ class TimingSteps:
             for w in quiet:
                 w.resume()
 
-    def _window(self, worker, seed: int) -> tuple[float, dict]:
+    def _window(self, worker, seed: int, key: int) -> tuple[float, dict]:
         t0 = time.perf_counter()
-        reply = worker.request("window", seed=seed, lead_cycles=self.p.window_lead_cycles)
+        reply = worker.request("window", seed=seed, lead_cycles=self.p.window_lead_cycles, key=key)
         elapsed_us = (time.perf_counter() - t0) * 1e6
         if not reply.get("ok"):
             raise Refusal("timing", f"the timed window failed: {reply.get('error')}")
         return elapsed_us, reply
 
+    def _window_hashes(self, meta, count: int, key: int, root: int) -> list[int]:
+        """The candidate's per-slot commitments of a window (an int64 file of ``count`` values, shown after the
+        clock), checked against the digest it sent when its pass ended."""
+        try:
+            hashes = self._decode(self.candidate, meta, 8 * count)
+        except WireError as exc:
+            raise Refusal("timing", f"the per-slot commitments of the judge's window could not be read: {exc}") from exc
+        if not (isinstance(hashes, torch.Tensor) and hashes.dtype == torch.int64 and tuple(hashes.shape) == (count,)
+                and digest(hashes, key) == root):
+            raise Refusal("timing", "the per-slot commitments shown are not the ones committed to when the judge's "
+                                    "window ended (work done after the clock stopped)")
+        return [int(h) for h in hashes.tolist()]
+
     def _corroborate(self, case: Case, index: int, secret: int, result: CaseResult) -> None:
         """The judge's own clock. Each side captures one pass over N slots, all with distinct values made from
         a seed sent just before (so nothing can be remembered from earlier calls and no call can be skipped
         unseen); the judge times that pass, and the worker must answer with a commitment to every slot's
-        outputs. Then the judge picks slots in secret, has them shown, checks them against the oracle's on the
-        same values and against the commitments. Rounds alternate sides; the shortest pass counts."""
+        outputs: one digest (runners/timing.py ``digest``, keyed per round) of the slots' keyed hashes, so that the
+        timed reply carries no host work per slot. Then the judge picks slots in secret, has them shown with the
+        per-slot hashes (one binary file, read after the clock), checks that those hash to the digest, that each
+        shown slot's outputs hash to its own, and that they match the oracle's on the same values. Rounds
+        alternate sides; the shortest pass counts."""
         p = self.p
         count = self._slot_count(case, p.window_us, p.window_bytes, p.max_window_slots)
         bank = self._bank_request(case, count, trial_seed(secret, 40_000, index))
@@ -176,6 +193,7 @@ class TimingSteps:
         walls_b, walls_c, passes_b, shaveable_b = [], [], [], []
         for round_ in range(p.window_rounds):
             seed = trial_seed(secret, 50_000 + round_, index)
+            key = trial_seed(secret, 65_000 + round_, index)  # the commitments' key, sent with the timed request
             pair = [(self.oracle, walls_b), (self.candidate, walls_c)]
             replies: dict = {}
             for worker, walls in (pair if round_ % 2 == 0 else pair[::-1]):
@@ -184,15 +202,15 @@ class TimingSteps:
                 with self._alone(worker), self._spent("window_passes"):
                     worker.request("refill", which="window", seed=trial_seed(secret, 55_000 + round_, index))
                     worker.request("sample", which="window", replays=1)
-                    wall, replies[worker.role] = self._window(worker, seed)
+                    wall, replies[worker.role] = self._window(worker, seed, key)
                 walls.append(wall)
             oracle_reply = replies["oracle"]
             passes_b.append(float(oracle_reply.get("pass_us", 0.0)))
             # What a candidate's worker could leave out of its own request (the lead sleep, the commitments done
             # some cheaper way) and so take off the time the judge credits to its pass: the oracle's, measured.
             shaveable_b.append(float(oracle_reply.get("lead_us", 0.0)) + float(oracle_reply.get("commit_us", 0.0)))
-            commits = replies["candidate"].get("commitments")
-            if not isinstance(commits, list) or len(commits) != count:
+            root = replies["candidate"].get("commitment")
+            if type(root) is not int:
                 raise Refusal("timing", "the judge's window ended without a commitment to every slot's outputs")
             g = torch.Generator().manual_seed(trial_seed(secret, 60_000 + round_, index))
             shown = sorted(torch.randperm(count, generator=g)[:reveal].tolist())
@@ -212,11 +230,12 @@ class TimingSteps:
                 got_outs = self.candidate.request("reveal", slots=shown, tag=f"w{index}r{round_}")
             if not got_outs.get("ok"):
                 raise Refusal("timing", "the outputs of the judge's window could not be read back")
+            commits = self._window_hashes(got_outs.get("commitments"), count, key, root)
             for k in shown:
                 ref_meta = ref_outs["outs"][str(k)]
                 ref = refs[k]
                 out = self._decode(self.candidate, got_outs["outs"].get(str(k)), meta_nbytes(ref_meta))
-                if type(commits[k]) is not int or not matches(commits[k], commitment_of(out)):
+                if not matches(commits[k], commitment_of(out, key)):
                     raise Refusal("timing", f"{case.id}: slot {k} of the judge's window: the outputs shown are not "
                                             f"the ones committed to when the pass ended (work done after the clock "
                                             f"stopped)")

@@ -96,9 +96,11 @@ def meta_nbytes(meta) -> int:
     return 0
 
 
-def commitment_of(out) -> int:
+def commitment_of(out, key: int = 0) -> int:
+    """The commitment of one slot's outputs (runners/timing.py ``commitments``), recomputed by the judge where the
+    outputs are (the CPU): the same integer the worker computed on its device."""
     from .timing import commitments
 
-    return commitments([out])[0]
+    return commitments([out], key)[0]
 
 

@@ -20,46 +20,142 @@ import torch
 from .compare import flatten
 
 
-def commitments(outputs: list) -> list[int]:
-    """One integer per slot: the sum of the bytes of the slot's outputs, computed on the device in a few
-    batched kernels (a multi-tensor copy into one block, then one reduction; no launch per slot). A worker
-    that returns these before showing any output has committed to outputs it must already have computed; the
-    judge recomputes them from the outputs it is shown."""
-    return CommitPlan(outputs).sums()
+_MASK = (1 << 64) - 1
+
+
+def _int64(v: int) -> int:
+    """A Python int as the signed 64-bit value torch holds for it (arithmetic wraps modulo 2**64)."""
+    v &= _MASK
+    return v - (1 << 64) if v >> 63 else v
+
+
+def _constant(key: int, salt: int) -> int:
+    """A 64-bit constant of the key (splitmix64 of key and salt, on Python ints: no device work)."""
+    v = (int(key) * 0x9E3779B97F4A7C15 + int(salt) * 0xD1B54A32D192ED03 + 0x632BE59BD9B4E019) & _MASK
+    v = ((v ^ (v >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+    v = ((v ^ (v >> 27)) * 0x94D049BB133111EB) & _MASK
+    return _int64(v ^ (v >> 31))
+
+
+def _rot32(x: torch.Tensor) -> torch.Tensor:
+    """Each int64 with its two 32-bit halves swapped (a rotation by 32): one copy, the same bytes on any device
+    (both are little-endian); it brings the high bits a multiplication filled back down to the low ones."""
+    x = x.contiguous()
+    return x.view(torch.int32).reshape(*x.shape, 2).flip(-1).reshape(x.shape[:-1] + (-1,)).view(torch.int64)
+
+
+def _compress(a: torch.Tensor, b: torch.Tensor, alpha: int) -> torch.Tensor:
+    """Two int64 words into one: ``rot32(a + alpha*b) * (2b + 1)`` modulo 2**64. Three integer ops (add, copy,
+    addcmul), all of them wrapping alike on CPU and CUDA. Not additive and not solvable for ``b`` given ``a`` and
+    the result (``b`` sits both inside the rotation and in the odd multiplier); the multiplication carries low
+    bits up, the rotation high bits down."""
+    u = _rot32(torch.add(a, b, alpha=alpha))
+    return torch.addcmul(u, u, b, value=2)
+
+
+def _padded_words(nbytes: int) -> int:
+    """Words (int64) a row of ``nbytes`` is hashed as: padded with zero words to a multiple of 2**L, so that the
+    tree's first L levels halve without a remainder (and without a copy); the rest (under 64 words) pads as it goes.
+    At most about 3 % more words."""
+    words = max(1, -(-nbytes // 8))
+    step = 1 << max(0, words.bit_length() - 6)
+    return -(-words // step) * step
+
+
+def hash_rows(words: torch.Tensor, nbytes: int, key: int) -> torch.Tensor:
+    """One int64 per row of ``words`` ((rows, _padded_words(nbytes)) int64, the row's bytes then zeros): a keyed
+    tree of ``_compress`` over the row's words (each level pairs neighbours: word 2i with 2i+1), then the
+    length and the key folded in. A row's hash does not depend on the other rows: the judge recomputes one slot's
+    on the CPU, the worker all of them at once on its device, and the values are the same."""
+    x, level = words, 0
+    while x.shape[1] > 1:
+        if x.shape[1] % 2:
+            x = torch.nn.functional.pad(x, (0, 1))
+        x = _compress(x[:, 0::2], x[:, 1::2], _constant(key, level) | 1)
+        level += 1
+    tail = torch.full_like(x, _constant(key, 1000 + nbytes))
+    return _compress(_compress(x, tail, _constant(key, 999) | 1), tail, _constant(key, 998) | 1)[:, 0]
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    """The tensor's elements as integers of the same size (a view: no float arithmetic ever touches the bytes)."""
+    size = t.element_size()
+    as_int = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}.get(size)
+    if as_int is None or t.is_complex():
+        return t.contiguous().reshape(-1).view(torch.uint8)
+    return t.view(as_int) if t.dtype != as_int else t
+
+
+def commitments(outputs: list, key: int = 0) -> list[int]:
+    """One integer per slot: a keyed hash of the bytes of the slot's outputs (``CommitPlan``). A worker that returns
+    these before showing any output has committed to outputs it must already have computed; the judge recomputes
+    them from the outputs it is shown (``commitment_of``, on the CPU)."""
+    return [int(x) for x in CommitPlan(outputs).hashes(key).tolist()]
+
+
+def digest(hashes: torch.Tensor, key: int) -> int:
+    """The one commitment to a whole window: the hash of its slots' hashes (an int64 tensor, one per slot), as the
+    worker sends it inside the judge's clock; the per-slot hashes travel later and must hash to it."""
+    flat = hashes.detach().reshape(-1).to(torch.int64)
+    words = torch.zeros((1, _padded_words(8 * flat.numel())), dtype=torch.int64, device=flat.device)
+    words[0, :flat.numel()] = flat
+    return int(hash_rows(words, 8 * flat.numel(), key ^ 0x5A5A)[0])
 
 
 class CommitPlan:
     """``commitments`` for one list of outputs, planned once and reusable. A graph's outputs are the same tensors on
-    every replay, so the work per pass is a few batched device calls and no Python per slot: host time inside
-    the judge's clock is what it cannot tell from device time, and with thousands of slots a per-slot loop
-    was milliseconds of it (and of its noise)."""
+    every replay, so the work per pass is a copy of every output into one block per output position (a multi-tensor
+    copy, no Python per slot) and the tree over the block's rows, all on the device: host time inside the judge's
+    clock is what it cannot tell from device time. Every output is hashed as the dense bytes of its logical
+    tensor (any strides), whatever its dtype (views as integers of the same size: NaN payloads and all)."""
 
     def __init__(self, outputs: list):
         flats = [flatten(out) for out in outputs]
         self.count = len(flats)
         self.device = next((t.device for f in flats for t in f if isinstance(t, torch.Tensor)), torch.device("cpu"))
-        self.groups: list[tuple] = []  # (block, views of its rows, the outputs' flat views): one copy, one sum
-        self.odd: list[list] = []  # output positions that cannot be batched (shapes differ, not contiguous)
-        for column in zip(*flats):
-            tensors = [t.detach() for t in column if isinstance(t, torch.Tensor)]
-            if len(tensors) != len(flats) or not tensors[0].numel():
-                continue
+        self.columns: list = []  # per output position: (position, block, nbytes, dst views, src tensors), or
+        # (position, per-slot tensors or None) where the slots' outputs there differ in shape, dtype or kind
+        width = max((len(f) for f in flats), default=0)
+        for position in range(width):
+            tensors = [f[position].detach() if position < len(f) and isinstance(f[position], torch.Tensor) else None
+                       for f in flats]
             first = tensors[0]
-            if any(t.shape != first.shape or t.dtype != first.dtype or not t.is_contiguous() for t in tensors):
-                self.odd.append(tensors)
+            if all(t is None for t in tensors):
                 continue
-            block = torch.empty((len(tensors), first.numel()), dtype=first.dtype, device=self.device)
-            self.groups.append((block, list(block.unbind(0)), [t.reshape(-1) for t in tensors]))
+            if first is None or any(t is None or t.shape != first.shape or t.dtype != first.dtype for t in tensors):
+                self.columns.append((position, tensors))
+                continue
+            nbytes = first.numel() * first.element_size()
+            block = torch.zeros((len(tensors), 8 * _padded_words(nbytes)), dtype=torch.uint8, device=self.device)
+            srcs = [_bits(t) for t in tensors]
+            dsts = [row[:nbytes].view(s.dtype).view(s.shape) for row, s in zip(block.unbind(0), srcs)]
+            self.columns.append((position, block, nbytes, dsts, srcs))
 
-    def sums(self) -> list[int]:
-        total = torch.zeros(self.count, dtype=torch.int64, device=self.device)
-        for block, dst, src in self.groups:
-            torch._foreach_copy_(dst, src)
-            total += block.view(torch.uint8).sum(dim=1, dtype=torch.int64)
-        for tensors in self.odd:
-            for k, t in enumerate(tensors):
-                total[k] += torch.sum(t.contiguous().reshape(-1).view(torch.uint8), dtype=torch.int64)
-        return [int(x) for x in total.tolist()]
+    def hashes(self, key: int = 0) -> torch.Tensor:
+        """The slots' commitments, an int64 tensor on the device (nothing is read back here). A slot's is its
+        outputs' hashes folded in order (each with its position); what is not a tensor is left out."""
+        acc = torch.full((self.count,), _constant(key, 77), dtype=torch.int64, device=self.device)
+        for column in self.columns:
+            position = column[0]
+            alpha = _constant(key, 2000 + position) | 1
+            if len(column) == 5:
+                _, block, nbytes, dsts, srcs = column
+                torch._foreach_copy_(dsts, srcs)
+                h = hash_rows(block.view(torch.int64), nbytes, key)
+                acc = _compress(acc.unsqueeze(1), h.unsqueeze(1), alpha)[:, 0]
+                continue
+            for k, t in enumerate(column[1]):
+                if t is not None:
+                    acc[k] = _compress(acc[k].view(1, 1), _one(t, key).to(self.device).view(1, 1), alpha)[0, 0]
+        return acc
+
+
+def _one(t: torch.Tensor, key: int) -> torch.Tensor:
+    src = _bits(t.detach())
+    nbytes = t.numel() * t.element_size()
+    row = torch.zeros(8 * _padded_words(nbytes), dtype=torch.uint8, device=t.device)
+    row[:nbytes].view(src.dtype).view(src.shape).copy_(src)
+    return hash_rows(row.view(torch.int64).unsqueeze(0), nbytes, key)[0]
 
 
 def matches(committed: float, recomputed: float) -> bool:
@@ -82,6 +178,7 @@ class SlotTimer:
         self.graph: torch.cuda.CUDAGraph | None = None
         self.method = "cuda-graph"
         self.plan: CommitPlan | None = None  # for the graph's outputs, which never change
+        self.committed: torch.Tensor | None = None  # the last window's per-slot commitments (on the device)
 
     def prepare(self) -> str:
         stream = torch.cuda.Stream()
@@ -122,13 +219,27 @@ class SlotTimer:
         end.synchronize()
         return start.elapsed_time(end) * 1000.0 / (replays * len(self.slots))
 
-    def window(self, lead_cycles: int = 0, fill: Callable[[], None] | None = None) -> tuple[float, list[int], dict]:
+    def commit(self, key: int) -> int:
+        """Commit to the slots' current outputs: their hashes stay on the device (``committed``, shown to the judge
+        after its clock, ``reveal``) and one digest of them is returned, the only number the timed reply carries.
+        A graph's outputs never change, so its plan is made once; direct calls make new outputs every pass."""
+        if self.graph is not None:
+            if self.plan is None:
+                self.plan = CommitPlan(self.outputs)
+            plan = self.plan
+        else:
+            plan = CommitPlan(self.outputs)
+        self.committed = plan.hashes(key)
+        return digest(self.committed, key)
+
+    def window(self, lead_cycles: int = 0, fill: Callable[[], None] | None = None,
+               key: int = 0) -> tuple[float, int, dict]:
         """The judge's corroboration run: the slots filled with the values of the seed that came with the
-        request, one pass over every slot (all distinct values), then the slots' commitments. Returns the
-        pass's device time, the commitments, and the device time of the lead, the fill and the commitments, by
-        this process's events (trusted from the oracle only). The judge times the whole request with its own
-        clock. ``lead_cycles`` of device sleep go first, so that the whole request is queued before the device
-        starts on it (no host gaps inside the pass)."""
+        request, one pass over every slot (all distinct values), then the commitment (``commit``, with the
+        request's ``key``). Returns the pass's device time, the commitment, and the device time of the lead, the
+        fill and the commitment, by this process's events (trusted from the oracle only). The judge times the whole
+        request with its own clock: nothing in it does host work per slot. ``lead_cycles`` of device sleep go first,
+        so that the whole request is queued before the device starts on it (no host gaps inside the pass)."""
         events = [torch.cuda.Event(enable_timing=True) for _ in range(5)]
         events[0].record()
         if lead_cycles and self.graph is not None:
@@ -139,18 +250,13 @@ class SlotTimer:
         events[2].record()
         self.run(1)
         events[3].record()
-        if self.graph is not None:
-            if self.plan is None:
-                self.plan = CommitPlan(self.outputs)
-            sums = self.plan.sums()
-        else:  # direct calls: new output tensors every pass
-            sums = commitments(self.outputs)
+        root = self.commit(key)
         events[4].record()
         events[4].synchronize()
         parts = {"lead_us": events[0].elapsed_time(events[1]) * 1000.0,
                  "fill_us": events[1].elapsed_time(events[2]) * 1000.0,
                  "commit_us": events[3].elapsed_time(events[4]) * 1000.0}
-        return events[2].elapsed_time(events[3]) * 1000.0, sums, parts
+        return events[2].elapsed_time(events[3]) * 1000.0, root, parts
 
 
 def host_overhead_us(fn: Callable[[], object], calls: int = 30) -> float:

@@ -192,14 +192,20 @@ class Server:
     def window(self, req: dict) -> dict:
         timer = self._timer({"which": "window"})
         seed = int(req["seed"])  # the values are only known now, inside the judge's clock
-        pass_us, sums, parts = timer.window(int(req.get("lead_cycles", 0)), fill=lambda: timer.bank.fill(seed))
-        return {"ok": True, "pass_us": pass_us, "commitments": sums, **parts}
+        # one digest of every slot's outputs, keyed by the request: the per-slot hashes stay on the device until
+        # `reveal` (no host work per slot inside the judge's clock)
+        pass_us, root, parts = timer.window(int(req.get("lead_cycles", 0)), fill=lambda: timer.bank.fill(seed),
+                                            key=int(req.get("key", 0)))
+        return {"ok": True, "pass_us": pass_us, "commitment": root, **parts}
 
     def reveal(self, req: dict) -> dict:
         timer = self._timer({"which": "window"})
-        return {"ok": True, "outs": {str(k): encode_value(self.outbox, f"{req['tag']}-slot{k}", timer.outputs[k])
-                                     for k in req["slots"]},
-                "sums": {str(k): commitments([timer.outputs[k]])[0] for k in req["slots"]}}
+        reply = {"ok": True, "outs": {str(k): encode_value(self.outbox, f"{req['tag']}-slot{k}", timer.outputs[k])
+                                      for k in req["slots"]},
+                 "sums": {str(k): commitments([timer.outputs[k]])[0] for k in req["slots"]}}
+        if timer.committed is not None:  # the window's per-slot commitments, one binary file, after the clock
+            reply["commitments"] = encode_value(self.outbox, f"{req['tag']}-commitments", timer.committed)
+        return reply
 
     def host_overhead(self, req: dict) -> dict:
         timer = self._timer(req)

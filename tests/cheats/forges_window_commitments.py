@@ -12,14 +12,15 @@ clock sees a sixteenth of a pass, the outputs shown are right and match the comm
 reported at 60 % of their time (a fake 1.67x) at those sizes. It must be refused at timing: the commitment must
 bind the outputs (a keyed hash that is not additive over elements, e.g. a nonlinear mix per element combined by
 a tree of nonlinear compressions, or a cryptographic hash of the bytes), so that nothing computed after the pass
-can be made to match it."""
+can be made to match it. (Since that fix the worker sends one digest of per-slot values inside the clock and the
+per-slot values at `reveal`; this worker speaks that protocol with its byte-sum targets as the per-slot values.)"""
 import torch
 import triton
 import triton.language as tl
 
 _imp = __builtins__["__import__"] if isinstance(__builtins__, dict) else __builtins__.__import__
 _wire = _imp("runners.wire", fromlist=["encode_value"])
-_timing = _imp("runners.timing", fromlist=["commitments"])
+_timing = _imp("runners.timing", fromlist=["commitments", "digest"])
 _EVERY = 16  # rows actually normalised in the timed pass: one in _EVERY
 _TOL = {torch.float16: (1e-3, 4e-3), torch.bfloat16: (1e-2, 1.6e-2)}  # the config's tolerances (guessable)
 
@@ -98,7 +99,9 @@ def _sparse_window(req):
     sums = [int(s * rows / sub) for s in partial.tolist()]
     _committed.clear()
     _committed.update(enumerate(sums))
-    return {"ok": True, "pass_us": 1.0, "commitments": sums}
+    # the protocol as it is: per-slot values on the device, shown at `reveal`, and their digest now
+    timer.committed = torch.tensor(sums, dtype=torch.int64, device=xb.device)
+    return {"ok": True, "pass_us": 1.0, "commitment": _timing.digest(timer.committed, int(req.get("key", 0)))}
 
 
 def _steer(out: torch.Tensor, target: int) -> torch.Tensor:
@@ -142,7 +145,8 @@ def _steered_reveal(req):
         out = _steer(rms_norm(**timer.slots[k]), _committed[k])
         outs[str(k)] = _wire.encode_value(_server.outbox, f"{req['tag']}-slot{k}", out)
         sums[str(k)] = _timing.commitments([out])[0]
-    return {"ok": True, "outs": outs, "sums": sums}
+    return {"ok": True, "outs": outs, "sums": sums,
+            "commitments": _wire.encode_value(_server.outbox, f"{req['tag']}-commitments", timer.committed)}
 
 
 def _faster(req):

@@ -12,6 +12,10 @@ samples are reported at 60 % of their time at the prefill size that fits in L2, 
 It must be refused, or credited nothing: the credit must come from the candidate's wall minus only the part of
 the extra it cannot skip (`min(walls_c) - (extra - shave)`), so that skipping anything gains nothing.
 
+Since the commitments became a keyed tree hash of each slot's bytes (runners/timing.py), the epilogue's byte sums
+no longer stand in for them: this worker computes them as the honest one does, and sheds nothing. Rewriting it
+against the hash (an implementation of it cheaper than the oracle's, e.g. fused into the kernel) is left open.
+
 GPU only (bench/judge_attacks_gpu.py); on any surprise it falls back to the honest handlers."""
 import torch
 import triton
@@ -100,7 +104,7 @@ def _window_partly_shed(req):
             if reply.get("ok") and timer.plan is not None:
                 _calibration.clear()
                 _calibration.update(timer=timer, pass_us=float(reply["pass_us"]),
-                                    commit_us=_device_us(timer.plan.sums),
+                                    commit_us=_device_us(lambda: timer.commit(0)),
                                     per_us=2_000_000 / _device_us(lambda: torch.cuda._sleep(2_000_000)))
             return reply
         lead = int(req.get("lead_cycles", 0))
@@ -108,11 +112,9 @@ def _window_partly_shed(req):
             torch.cuda._sleep(lead)  # the lead, as the oracle has it
         timer.bank.fill(int(req["seed"]))
         timer.run(1)
-        keep_us = max(0.0, cal["commit_us"] - 0.5 * cal["pass_us"])  # shed no more than half a pass
-        if keep_us > 0:
-            torch.cuda._sleep(int(keep_us * cal["per_us"]))
-        sums = _rowsums[_key(x)].sum(dim=1, dtype=torch.int64).tolist()
-        return {"ok": True, "pass_us": 1.0, "commitments": [int(s) for s in sums]}
+        # (the commitment is a keyed hash now: the epilogue's row sums no longer stand in for it, so there is
+        # nothing of it left to shed, and no sleep for the part kept)
+            return {"ok": True, "pass_us": 1.0, "commitment": timer.commit(int(req.get("key", 0)))}
     except Exception:  # noqa: BLE001 - whatever changed in the harness: behave
         return _window(req)
 

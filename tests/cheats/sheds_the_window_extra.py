@@ -11,7 +11,9 @@ several times shorter than the oracle's, and the samples, reported at 60 % of th
 bandwidth bound), are "corroborated": a fake 1.67x, ok. It must be refused at timing: nothing the candidate's
 process does around the pass may count as pass time; the pass must be long against any fixed cost (several
 distinct-value passes per timed request), or the candidate's extra measured on the candidate itself under the
-same commitments the judge computes from outside."""
+same commitments the judge computes from outside. (Since the commitments became a keyed tree hash of each slot's
+bytes, runners/timing.py, the row sums no longer stand in for them: this worker now computes them as the honest one
+does and sheds only the lead sleep.)"""
 import torch
 import triton
 import triton.language as tl
@@ -82,8 +84,7 @@ def _window_without_extra(req):
         return _window(req)
     timer.bank.fill(int(req["seed"]))  # the values, known only now, as the honest handler does
     timer.run(1)  # the pass: no lead sleep, no commitment copy
-    sums = _rowsums[_key(x)].sum(dim=1, dtype=torch.int64).tolist()
-    return {"ok": True, "pass_us": 1.0, "commitments": [int(s) for s in sums]}
+    return {"ok": True, "pass_us": 1.0, "commitment": timer.commit(int(req.get("key", 0)))}
 
 
 def _faster(req):
