@@ -60,50 +60,94 @@ def scalar_value(spec: ArgSpec, gen: torch.Generator, device: str, trial: int):
     return low + (high - low) * u
 
 
-def strided(t: torch.Tensor, strides: list[int] | None, gap: float = 0.0) -> torch.Tensor:
-    """``t``'s values in a tensor with the given strides (a captured, non-contiguous layout). The places of its
-    storage outside the view hold ``gap`` (0 for integers), the same in every process, never what the allocator
-    left there. The layout trial's padding is NaN (``row_padded``): on a GPU the allocator's leftovers were the
-    same values laid out densely by the call before, so a kernel that ignores the strides read the right rows out
-    of stale memory and seemed to take the layout (H200, Liger's geglu_forward). A captured layout's gaps are 0:
-    finite, as the neighbouring data of a real caller's buffer is."""
-    if not strides or list(t.stride()) == list(strides):
+def strided(t: torch.Tensor, strides: list[int] | None, gen: torch.Generator | None = None,
+            offset: int = 0) -> torch.Tensor:
+    """``t``'s values in a tensor with the given strides (a captured, non-contiguous layout), ``offset`` elements
+    into its storage. The storage runs to the end of the outermost dimension's last step, as a slice's of a wider
+    buffer does (``qkv[:, :H]``: rows x row stride), and its places outside the view hold values drawn with ``gen``
+    (``padding_like``: finite, of ``t``'s own scale), or 0 without one; never what the allocator left there (on
+    the H200 that was the dense values of the call before, and a kernel that ignores the strides read the right
+    rows out of stale memory, seeming to take the layout: Liger's geglu_forward). The judge's inputs travel with
+    their whole storage (runners/wire.py), so both workers see the same bytes in it."""
+    if not strides or (list(t.stride()) == list(strides) and not offset):
         return t
     if not t.numel() or min(strides) < 0:
         out = torch.empty_strided(t.shape, strides, dtype=t.dtype, device=t.device)
     else:
-        size = 1 + sum((n - 1) * s for n, s in zip(t.shape, strides))
-        fill = gap if t.dtype.is_floating_point or t.dtype.is_complex else 0
-        out = torch.full((size,), fill, dtype=t.dtype, device=t.device).as_strided(t.shape, strides)
+        span = 1 + sum((n - 1) * s for n, s in zip(t.shape, strides))
+        size = max(offset + span, max(n * s for n, s in zip(t.shape, strides)))
+        storage = padding_like(t, size, gen) if gen is not None else torch.zeros(size, dtype=t.dtype, device=t.device)
+        out = storage.as_strided(t.shape, strides, offset)
     out.copy_(t)
     return out
 
 
+# A padding value lies between two of the tensor's own values, at most this far from the first: finite, within
+# their range, of their scale, and (in float32) no exact copy of a value of the view, nothing past a row that only
+# the judge would put there.
+PAD_MIX = 0.5
+
+
+def padding_like(t: torch.Tensor, size: int, gen: torch.Generator) -> torch.Tensor:
+    """``size`` values like ``t``'s, to lie around it in a wider buffer as a caller's neighbouring data does (the
+    rest of a fused qkv, the other columns of a wide activation): floating ones ``a + w (b - a)`` for two of
+    ``t``'s finite values at two places drawn at random and ``w`` in (0, ``PAD_MIX``]; integers and bools drawn
+    from ``t``'s as they are (indices stay indices). A kernel that reads them instead of its own rows gets finite,
+    wrong values."""
+    flat = t.detach().reshape(-1)
+    floating = t.dtype.is_floating_point
+    if floating:
+        flat = flat[torch.isfinite(flat)]
+        if not flat.numel():
+            return torch.zeros(size, dtype=t.dtype, device=t.device)
+
+    n = flat.numel()
+    first = torch.randint(n, (size,), generator=gen, device=gen.device)
+    if not floating:
+        return flat[first.to(t.device)]
+    # another place than the first's (a value mixed with itself would be a copy), and a weight above 0
+    second = (first + 1 + torch.randint(max(1, n - 1), (size,), generator=gen, device=gen.device)) % n
+    w = PAD_MIX * (1 - torch.rand(size, generator=gen, device=gen.device))
+    a, b = flat[first.to(t.device)].float(), flat[second.to(t.device)].float()
+    return (a + w.to(t.device) * (b - a)).to(t.dtype)
+
+
 # A row-padded layout: the same values, every tensor of two or more dimensions the first columns of rows a multiple
-# of this many bytes wider (what a caller hands over when it passes a slice of a wider buffer, ``qkv[:, :H]``). 64 bytes keep
-# every row as aligned as the dense layout's.
+# of this many bytes wider (what a caller hands over when it passes a slice of a wider buffer, ``qkv[:, :H]``). 64 bytes, and
+# a view starting at a multiple of 16 bytes into its row (``qkv[:, H:2H]``), keep every row as aligned as the dense
+# layout's, up to the 16 bytes Triton specializes pointers on.
 ROW_PAD_BYTES = 64
+VIEW_ALIGN_BYTES = 16
 
 
-def row_padded(kwargs: dict, keep=(), every_level: bool = False) -> tuple[dict, list[str]]:
+def row_padded(kwargs: dict, keep=(), every_level: bool = False,
+               gen: torch.Generator | None = None) -> tuple[dict, list[str]]:
     """``kwargs`` with every dense tensor of two or more dimensions (but those named in ``keep``: a captured
     layout) copied into a padded layout; returns the new arguments and the names of those changed. Rows are padded;
-    with ``every_level`` each outer dimension too (q and k split from a fused qkv buffer: the token stride is not
-    heads x the head stride). The padding holds NaN (``strided``): a kernel that reads it, ignoring the strides,
-    gives an answer the judge does not hold the candidate to."""
+    with ``every_level`` each outer dimension too (q and k split from a fused qkv: the token stride is not
+    heads x the head stride). Each view starts at an offset drawn from ``gen`` within its row's padding (0, as
+    ``qkv[:, :H]``, up to all of it, as ``qkv[:, H:2H]``), in a storage of rows x row stride, and the padding
+    holds values drawn from ``gen`` like the tensor's own (``padding_like``): nothing in the storage tells the
+    trial from a caller's slice, and a kernel that reads the padding, ignoring the strides, gives finite, wrong
+    values, which the judge does not hold the candidate to (the baseline) or refuses (the candidate). The judge
+    passes ``gen`` seeded per trial from its secret; without one the draws are seeded 0."""
     out, changed = dict(kwargs), []
     for name, t in kwargs.items():
         if not isinstance(t, torch.Tensor) or t.dim() < 2 or not t.numel() or name in keep or not t.is_contiguous():
             continue
         if every_level and t.dim() < 3:
             continue
+        if gen is None:
+            gen = torch.Generator(device=t.device).manual_seed(0)
         # each tensor its own padding (64, 128, 192... bytes by argument order): a kernel that addresses one input
         # with another's strides is wrong here, as for a caller passing one strided input beside a dense one
         pad = max(1, (len(changed) + 1) * ROW_PAD_BYTES // t.element_size())
         strides = [1, t.shape[-1] + pad]
         for d in reversed(t.shape[1:-1]):
             strides.append(strides[-1] * d + (pad if every_level else 0))
-        out[name] = strided(t, list(reversed(strides)), gap=float("nan"))
+        align = max(1, VIEW_ALIGN_BYTES // t.element_size())
+        offset = align * int(torch.randint(pad // align + 1, (1,), generator=gen, device=gen.device))
+        out[name] = strided(t, list(reversed(strides)), gen, offset)
         changed.append(name)
     return out, changed
 
@@ -152,11 +196,18 @@ def recorded_values(spec: ArgSpec, case: Case, dtype: torch.dtype, shape: tuple[
     return recorded_tensor(rec, dtype, device)
 
 
+PAD_SEED_MIX = 0x2545F4914F6CDD1D  # the padding's stream: the seed with these bits flipped (stays under 2**63)
+
+
 def make_inputs(args: list[ArgSpec], case: Case, device: str, seed: int, trial: int = 0) -> dict:
     """Keyword arguments for the entry function (all tensors fresh, drawn from ``seed``; a captured case's
-    integer tensors hold the values a recorded call passed: its own call in trial 0, then its variants in turn)."""
+    integer tensors hold the values a recorded call passed: its own call in trial 0, then its variants in turn).
+    A captured non-contiguous layout gets a storage padded with values like its own (``strided``), drawn from a
+    second stream of ``seed`` so that the values of the views are the same as without it."""
     gen = torch.Generator(device=device)
     gen.manual_seed(seed)
+    pad_gen = torch.Generator(device=device)
+    pad_gen.manual_seed(seed ^ PAD_SEED_MIX)
     shapes = case_shapes(args, case)
     kwargs = {}
     for spec in active_args(args, case):
@@ -165,7 +216,7 @@ def make_inputs(args: list[ArgSpec], case: Case, device: str, seed: int, trial: 
             t = recorded_values(spec, case, dtype, shapes[spec.name], device, trial)
             if t is None:
                 t = make_tensor(spec, shapes[spec.name], dtype, device, gen, trial)
-            kwargs[spec.name] = strided(t, getattr(case, "strides", {}).get(spec.name))
+            kwargs[spec.name] = strided(t, getattr(case, "strides", {}).get(spec.name), pad_gen)
         elif spec.name in getattr(case, "values", {}):
             kwargs[spec.name] = case.values[spec.name]
         else:

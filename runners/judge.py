@@ -49,7 +49,7 @@ class Exchange:
         self.counter += 1
         metas = {}
         for name, value in kwargs.items():
-            metas[name] = encode_value(self.root, f"in{self.counter}-{name}", value)
+            metas[name] = encode_value(self.root, f"in{self.counter}-{name}", value, storage=True)
         return metas
 
     def clear(self) -> None:
@@ -192,7 +192,8 @@ class Judge(TimingSteps):
         the baseline itself refuses the layout or answers differently, nothing is asked of the candidate."""
         inputs = make_inputs(self.spec.args, case, self.device, trial_seed(secret, trial, index), trial)
         keep = set(getattr(case, "strides", {}) or {})
-        layouts = [row_padded(inputs, keep), row_padded(inputs, keep, every_level=True)]
+        gen = torch.Generator(device=self.device).manual_seed(trial_seed(secret, -1 - trial, index))  # the padding's
+        layouts = [row_padded(inputs, keep, gen=gen), row_padded(inputs, keep, every_level=True, gen=gen)]
         if not any(changed for _, changed in layouts):
             return
         names = list(self.spec.written)
@@ -207,7 +208,7 @@ class Judge(TimingSteps):
             if not changed:
                 continue
             shown = ", ".join(f"`{n}` {list(wide[n].shape)} with strides {list(wide[n].stride())}" for n in changed)
-            self._variant_trial(wide, f"c{index}t{trial}w{k}", same_as_dense, tol, changed, (
+            self._variant_trial(wide, f"c{index}t{trial}w{k}", same_as_dense, tol, (
                 f"inputs that are slices of a wider buffer ({shown})", "The baseline gives the same answer on them "
                 "as on dense inputs, so a caller may pass them (`x[:, :n]` of a wider tensor, q and k split from a "
                 "fused qkv): use the strides the baseline uses, or make the input contiguous"))
@@ -230,19 +231,17 @@ class Judge(TimingSteps):
             tensors = [t for t in flatten([out, [written.get(n) for n in names]]) if isinstance(t, torch.Tensor)]
             return all(bool(torch.isfinite(t).all()) for t in tensors if t.dtype.is_floating_point)
 
-        self._variant_trial(masked, f"c{index}t{trial}m", finite, tol, [], (
+        self._variant_trial(masked, f"c{index}t{trial}m", finite, tol, (
             f"masked rows (-inf over the first 3/4 of a row of {', '.join(f'`{n}`' for n in changed)}, and at "
             f"random places of another)", "The baseline gives finite outputs on them, so a caller may mask that "
             "way: keep a running maximum that is still -inf from turning into NaN"))
 
-    def _variant_trial(self, inputs: dict, tag: str, baseline_takes, tol, padded: list[str],
-                       explain: tuple[str, str]) -> None:
+    def _variant_trial(self, inputs: dict, tag: str, baseline_takes, tol, explain: tuple[str, str]) -> None:
         """The oracle, then the candidate, on ``inputs``; asked of the candidate only where the oracle answers and
-        ``baseline_takes(out, written)``. The ``padded`` inputs are rebuilt in the workers with NaN padding."""
+        ``baseline_takes(out, written)``. A padded input travels with its whole storage (runners/wire.py), its
+        padding the judge's draws: both workers get the same bytes, under a header like any other input's."""
         names = list(self.spec.written)
         metas = self.exchange.write_inputs(inputs)
-        for name in padded:
-            metas[name]["gap"] = "nan"
         try:
             ref_reply, ref, ref_written = self._oracle_call(metas, tag, inputs)
         except Refusal:

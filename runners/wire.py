@@ -5,6 +5,12 @@ Nothing that a worker sends is unpickled or executed by the judge. A tensor come
 (dtype, shape, strides, byte count) and a file of exactly that many bytes; the judge builds a new, plain,
 dense tensor from the bytes, so a ``torch.Tensor`` subclass, a lazy value or a view with odd strides cannot
 cross. The judge owns its copy: the worker can no longer touch it once it is read.
+
+The judge's inputs go the other way with their whole storage (``storage=True``): the file holds every byte of it,
+the view's and those around it, and the header adds the view's offset into it. A worker rebuilds exactly the
+judge's buffer, so both workers see the same bytes in the padding of a strided input, and the header of an input
+has the same fields whatever the trial (a field only the layout trial sent, as its NaN padding once was, told a
+kernel it was being judged).
 """
 from __future__ import annotations
 
@@ -93,11 +99,16 @@ class Channel:
                 pass
 
 
-def write_tensor(folder: Path, name: str, tensor: torch.Tensor) -> dict:
-    """Write ``tensor``'s values (dense, row-major) to ``folder/name``; returns its header."""
+def write_tensor(folder: Path, name: str, tensor: torch.Tensor, storage: bool = False) -> dict:
+    """Write ``tensor``'s values (dense, row-major) to ``folder/name``, or with ``storage`` every byte of its
+    storage (the header then says where the view starts in it); returns its header."""
     t = tensor.detach()
     strides = list(t.stride())
-    flat = t.contiguous().reshape(-1)
+    if storage:
+        elem = t.element_size()
+        flat = t.as_strided((t.untyped_storage().nbytes() // elem,), (1,), 0)
+    else:
+        flat = t.contiguous().reshape(-1)
     if flat.device.type != "cpu":
         flat = flat.cpu()
     path = Path(folder) / name
@@ -112,11 +123,29 @@ def write_tensor(folder: Path, name: str, tensor: torch.Tensor) -> dict:
     with os.fdopen(fd, "wb") as f:
         raw.numpy().tofile(f)
     os.chmod(path, 0o644)  # the judge writes, every worker reads; nobody else writes
-    return {"kind": "tensor", "file": str(path), "dtype": DTYPE_NAMES[t.dtype], "shape": list(t.shape),
+    meta = {"kind": "tensor", "file": str(path), "dtype": DTYPE_NAMES[t.dtype], "shape": list(t.shape),
             "strides": strides, "nbytes": int(raw.numel())}
+    if storage:
+        meta["offset"] = int(t.storage_offset())
+    return meta
 
 
-def _check_header(meta: dict) -> tuple[torch.dtype, list[int], int]:
+def _check_storage(meta: dict, shape: list[int], elem: int) -> tuple[int, list[int], int]:
+    """A storage header's byte count, strides and offset, checked to address only places inside the storage."""
+    nbytes, strides, offset = meta.get("nbytes"), meta.get("strides"), meta.get("offset")
+    if type(nbytes) is not int or nbytes < 0 or nbytes % elem:
+        raise WireError(f"bad storage size {nbytes!r}")
+    if not isinstance(strides, list) or len(strides) != len(shape) or not all(type(s) is int and s >= 0 for s in strides):
+        raise WireError(f"bad strides {strides!r}")
+    if type(offset) is not int or offset < 0:
+        raise WireError(f"bad storage offset {offset!r}")
+    if math.prod(shape) and offset + 1 + sum((n - 1) * s for n, s in zip(shape, strides)) > nbytes // elem:
+        raise WireError(f"a view of shape {shape}, strides {strides} at offset {offset} reaches past a storage of "
+                        f"{nbytes} bytes")
+    return nbytes, strides, offset
+
+
+def _check_header(meta: dict, storage: bool = False) -> tuple[torch.dtype, list[int], int]:
     if not isinstance(meta, dict) or meta.get("kind") != "tensor":
         raise WireError("expected a tensor header")
     dtype = DTYPES.get(meta.get("dtype"))
@@ -126,16 +155,20 @@ def _check_header(meta: dict) -> tuple[torch.dtype, list[int], int]:
     if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape) or len(shape) > 8:
         raise WireError(f"bad shape {shape!r}")
     numel = math.prod(shape)
-    nbytes = numel * torch.empty(0, dtype=dtype).element_size()
+    elem = torch.empty(0, dtype=dtype).element_size()
+    if storage:
+        return dtype, shape, _check_storage(meta, shape, elem)[0]
+    nbytes = numel * elem
     if meta.get("nbytes") != nbytes:
         raise WireError(f"header says {meta.get('nbytes')} bytes, a {meta['dtype']} tensor of shape {shape} has {nbytes}")
     return dtype, shape, nbytes
 
 
-def read_tensor(meta: dict, folder: Path, max_bytes: int, device: str = "cpu") -> torch.Tensor:
+def read_tensor(meta: dict, folder: Path, max_bytes: int, device: str = "cpu", storage: bool = False) -> torch.Tensor:
     """A new dense tensor from a header and its file, which must lie in ``folder`` and hold exactly the
-    announced bytes (at most ``max_bytes``)."""
-    dtype, shape, nbytes = _check_header(meta)
+    announced bytes (at most ``max_bytes``); with ``storage`` (a worker reading the judge's inputs), the file is
+    a whole storage and the tensor the header's view of it, strides and offset as the judge's."""
+    dtype, shape, nbytes = _check_header(meta, storage)
     if nbytes > max_bytes:
         raise WireError(f"a tensor of {nbytes} bytes is larger than the {max_bytes} bytes allowed here")
     path = Path(str(meta.get("file", "")))
@@ -171,16 +204,22 @@ def read_tensor(meta: dict, folder: Path, max_bytes: int, device: str = "cpu") -
         extra = f.read(1)
     if got != nbytes or extra:
         raise WireError(f"tensor file holds {got + len(extra)}{'+' if extra else ''} bytes, the header says {nbytes}")
+    if storage:
+        flat = raw.view(dtype)
+        flat = flat.to(device) if device != "cpu" else flat
+        return flat.as_strided(shape, meta["strides"], meta["offset"])
     tensor = raw.view(dtype).reshape(shape)
     return tensor.to(device) if device != "cpu" else tensor
 
 
-def encode_value(folder: Path, prefix: str, value) -> dict:
-    """An entry's result (a tensor, a scalar, None, or a tuple/list of them) as a JSON structure."""
+def encode_value(folder: Path, prefix: str, value, storage: bool = False) -> dict:
+    """An entry's result (a tensor, a scalar, None, or a tuple/list of them) as a JSON structure; ``storage``:
+    tensors with their whole storage (the judge's inputs, ``write_tensor``)."""
     if isinstance(value, torch.Tensor):
-        return write_tensor(folder, f"{prefix}.bin", value)
+        return write_tensor(folder, f"{prefix}.bin", value, storage)
     if isinstance(value, (tuple, list)):
-        return {"kind": "seq", "items": [encode_value(folder, f"{prefix}_{i}", v) for i, v in enumerate(value)]}
+        return {"kind": "seq", "items": [encode_value(folder, f"{prefix}_{i}", v, storage)
+                                         for i, v in enumerate(value)]}
     if value is None:
         return {"kind": "none"}
     if isinstance(value, (bool, int, float)):

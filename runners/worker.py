@@ -25,7 +25,7 @@ import triton
 
 from . import interpreter_shims, launches, preload
 from .compare import flatten
-from .inputs import SlotBank, strided
+from .inputs import SlotBank
 from .task import ArgSpec, Case
 from .timing import (
     SlotTimer,
@@ -112,8 +112,8 @@ class Server:
         kwargs = {}
         for name, meta in metas.items():
             if isinstance(meta, dict) and meta.get("kind") == "tensor":
-                gap = float("nan") if meta.get("gap") == "nan" else 0.0  # the layout trial's padding, or 0
-                kwargs[name] = strided(read_tensor(meta, self.exchange, 1 << 40, self.device), meta.get("strides"), gap)
+                # the judge's buffer as it made it: the view's strides and offset, and the storage's every byte
+                kwargs[name] = read_tensor(meta, self.exchange, 1 << 40, self.device, storage=True)
             else:
                 kwargs[name] = decode_value(meta, self.exchange, 0)
         return kwargs

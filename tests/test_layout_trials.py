@@ -1,53 +1,119 @@
-"""The layout trial's padded inputs: the places outside the view hold NaN, never stale memory.
+"""The layout trial's padded inputs: the places outside the view hold finite values drawn like the input's own,
+never stale memory and never a marker, and they travel with the storage so that both workers see the same bytes.
 
 On the H200 the padding of a row-padded input held, by the caching allocator's reuse, the same values laid out
 densely by the oracle's call just before: Liger's geglu_forward, which addresses its inputs with its output's
 row stride (it ignores theirs), read the right rows out of that stale memory and seemed to take the layout. The
 judge then held every candidate to it, and two honest launch retunes were refused for garbage the candidate's
-process had in its padding (bench/results/liger-kernel-h200/, fourth session)."""
+process had in its padding (bench/results/liger-kernel-h200/, fourth session). The padding was then NaN, which a
+kernel could test for to take the strides only inside the judge (tests/test_judge_attacks_round5.py); it is now
+the judge's finite draws, written into the tensor file with the whole storage (runners/wire.py)."""
 import textwrap
 
 import torch
 
 from bot.config import load_config, task_spec
 from runners.extract import build_bundle
-from runners.inputs import row_padded, strided
+from runners.inputs import make_inputs, row_padded, strided
 from runners.sandbox import Evaluator
+from runners.task import ArgSpec, Case
+from runners.wire import read_tensor, write_tensor
+
+
+def _storage(t: torch.Tensor) -> torch.Tensor:
+    return t.as_strided((t.untyped_storage().nbytes() // t.element_size(),), (1,), 0)
 
 
 def _outside_view(t: torch.Tensor) -> torch.Tensor:
-    size = 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride()))
-    storage = t.as_strided((size,), (1,))
-    inside = torch.zeros(size, dtype=torch.bool)
-    inside[torch.as_strided(torch.arange(size), t.shape, t.stride()).reshape(-1)] = True
+    storage = _storage(t)
+    inside = torch.zeros(storage.numel(), dtype=torch.bool)
+    places = torch.as_strided(torch.arange(storage.numel()), t.shape, t.stride(), t.storage_offset())
+    inside[places.reshape(-1)] = True
     return storage[~inside]
 
 
-def test_the_padding_of_a_padded_input_is_nan_and_the_values_are_kept():
-    x = torch.randn(3, 5, 40)
+def test_the_padding_is_finite_drawn_like_the_values_and_the_values_are_kept():
+    x = torch.randn(3, 5, 40) * 3.0
     for every_level in (False, True):
-        wide, changed = row_padded({"x": x, "ids": torch.arange(12).reshape(3, 4)}, every_level=every_level)
-        assert "x" in changed and not wide["x"].is_contiguous()
-        assert torch.equal(wide["x"], x)
-        assert bool(torch.isnan(_outside_view(wide["x"])).all()) and _outside_view(wide["x"]).numel() > 0
-    ids = strided(torch.arange(12).reshape(3, 4), [6, 1])
-    assert torch.equal(ids, torch.arange(12).reshape(3, 4)) and bool((_outside_view(ids) == 0).all())
-    # a captured layout (q split from a fused qkv): finite gaps, the same in the oracle's and the candidate's process
-    q = strided(x[0], [48, 1])
-    assert torch.equal(q, x[0]) and bool((_outside_view(q) == 0).all())
+        for seed in range(3):
+            gen = torch.Generator().manual_seed(seed)
+            wide, changed = row_padded({"x": x, "ids": torch.arange(12).reshape(3, 4)}, every_level=every_level,
+                                       gen=gen)
+            assert "x" in changed and not wide["x"].is_contiguous()
+            assert torch.equal(wide["x"], x)
+            pad = _outside_view(wide["x"])
+            assert pad.numel() > 0 and bool(torch.isfinite(pad).all())
+            assert x.min() <= pad.min() and pad.max() <= x.max()  # within the values' range, of their scale
+            assert 0.5 < float(pad.std()) / float(x.std()) < 1.5
+            assert not bool(torch.isin(pad, x.reshape(-1)).any())  # no exact copy of a value of the view
+    ids = torch.arange(12).reshape(3, 4)
+    wide = row_padded({"ids": ids})[0]["ids"]
+    assert torch.equal(wide, ids) and bool(torch.isin(_outside_view(wide), ids.reshape(-1)).all())  # indices stay
 
 
-def test_a_kernel_that_ignores_the_row_stride_reads_nan_whatever_the_memory_held():
-    """The mechanism: the dense call's values were where such a kernel reads. Now it reads NaN in every row past
-    the first, and its answer on the padded input is never the dense one."""
+def test_the_padded_storage_is_shaped_like_a_slice_of_a_wider_buffer():
+    """Neither the storage's size nor the view's offset in it marks the trial: rows x row stride, as
+    ``qkv[:, :H]``'s storage, and an offset within the row's padding (0 as ``qkv[:, :H]``, more as
+    ``qkv[:, H:2H]``), 16-byte aligned."""
+    x = torch.randn(6, 96, dtype=torch.float16)
+    offsets = set()
+    for seed in range(12):
+        wide = row_padded({"x": x}, gen=torch.Generator().manual_seed(seed))[0]["x"]
+        rows, row_stride = wide.shape[0], wide.stride(0)
+        assert wide.untyped_storage().nbytes() == rows * row_stride * x.element_size()
+        assert 0 <= wide.storage_offset() <= row_stride - x.shape[1]
+        assert wide.storage_offset() * x.element_size() % 16 == 0
+        offsets.add(wide.storage_offset())
+    assert len(offsets) >= 3  # drawn per trial, among 0, 16, 32, 48 and 64 bytes
+    for every_level in (False, True):
+        wide = row_padded({"q": torch.randn(3, 4, 40)}, every_level=every_level)[0]["q"]
+        assert wide.untyped_storage().nbytes() == wide.shape[0] * wide.stride(0) * 4
+
+
+def test_the_storage_crosses_whole_under_the_same_header_as_a_dense_input(tmp_path):
+    """Each worker rebuilds the judge's buffer byte for byte (the padding included), and an input's header has
+    the same fields whether it is padded or not: nothing a trial alone sends."""
+    x = torch.randn(4, 40)
+    wide = row_padded({"x": x}, gen=torch.Generator().manual_seed(5))[0]["x"]
+    padded_meta = write_tensor(tmp_path, "wide.bin", wide, storage=True)
+    dense_meta = write_tensor(tmp_path, "dense.bin", x, storage=True)
+    assert set(padded_meta) == set(dense_meta)
+    for _ in range(2):  # the oracle's read, the candidate's read
+        back = read_tensor(padded_meta, tmp_path, 1 << 20, storage=True)
+        assert torch.equal(back, x) and back.stride() == wide.stride()
+        assert back.storage_offset() == wide.storage_offset()
+        assert torch.equal(_storage(back), _storage(wide))
+    back = read_tensor(dense_meta, tmp_path, 1 << 20, storage=True)
+    assert torch.equal(back, x) and back.is_contiguous() and back.untyped_storage().nbytes() == x.numel() * 4
+
+
+def test_a_captured_layout_gets_finite_padding_too_and_the_same_values():
+    """A captured non-contiguous layout (q split from a fused qkv) is padded the same way, from a stream of its
+    own: the view's values are those the case draws without it."""
+    args = [ArgSpec(name="x", shape=["T", "H"])]
+    case = Case({"T": 4, "H": 32}, "float32")
+    captured = Case({"T": 4, "H": 32}, "float32", origin="captured", strides={"x": [48, 1]})
+    dense, strided_x = make_inputs(args, case, "cpu", 7)["x"], make_inputs(args, captured, "cpu", 7)["x"]
+    assert strided_x.stride() == (48, 1) and torch.equal(dense, strided_x)
+    pad = _outside_view(strided_x)
+    assert bool(torch.isfinite(pad).all()) and bool((pad != 0).all())
+    assert torch.equal(_storage(make_inputs(args, captured, "cpu", 7)["x"]), _storage(strided_x))  # same seed
+
+
+def test_a_kernel_that_ignores_the_row_stride_reads_wrong_rows_whatever_the_memory_held():
+    """The mechanism: the dense call's values were where such a kernel reads. Now it reads the judge's padding and
+    shifted rows in every row past the first, and its answer on the padded input is never the dense one."""
     x = torch.randn(4, 8)
-    for _ in range(5):
+    for seed in range(5):
         stale = torch.empty(4 * 40)
         stale[:32] = x.reshape(-1)  # the dense layout's values, where the allocator may hand them out again
         del stale
-        wide = strided(x, [40, 1], gap=float("nan"))  # as row_padded makes it
-        read_as_dense = wide.as_strided((4, 8), (8, 1))  # what a kernel that ignores the row stride reads
-        assert torch.equal(read_as_dense[0], x[0]) and bool(torch.isnan(read_as_dense[1:]).all())
+        wide = row_padded({"x": x}, gen=torch.Generator().manual_seed(seed))[0]["x"]
+        read_as_dense = wide.as_strided((4, 8), (8, 1), wide.storage_offset())  # ignoring the row stride
+        assert torch.equal(read_as_dense[0], x[0]) and bool(torch.isfinite(read_as_dense).all())
+        for r in range(1, 4):
+            assert not torch.allclose(read_as_dense[r], x[r], atol=1e-2)
+    assert strided(x, [8, 1]) is x  # a dense layout stays the tensor itself
 
 
 GEGLU = '''

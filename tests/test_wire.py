@@ -37,6 +37,32 @@ def test_headers_that_lie_are_refused(tmp_path):
         read_tensor(meta, tmp_path, 1 << 20)
 
 
+def test_an_input_crosses_with_its_whole_storage(tmp_path):
+    """The judge's inputs (``storage=True``): the worker gets the view's strides and offset and every byte of the
+    storage around it, the judge's padding included."""
+    wide = torch.arange(40, dtype=torch.float32)
+    view = wide.as_strided((3, 6), (10, 1), 4)
+    meta = write_tensor(tmp_path, "v.bin", view, storage=True)
+    assert meta["nbytes"] == 160 and meta["offset"] == 4 and meta["strides"] == [10, 1]
+    back = read_tensor(meta, tmp_path, 1 << 20, storage=True)
+    assert torch.equal(back, view) and back.stride() == (10, 1) and back.storage_offset() == 4
+    assert torch.equal(back.as_strided((40,), (1,), 0), wide)
+    with pytest.raises(WireError, match="bytes"):  # the judge reads a worker's outputs as dense values only
+        read_tensor(meta, tmp_path, 1 << 20)
+
+
+def test_storage_headers_that_reach_outside_the_storage_are_refused(tmp_path):
+    meta = write_tensor(tmp_path, "v.bin", torch.zeros(40).as_strided((3, 6), (10, 1), 4), storage=True)
+    for bad, match in [({"offset": 20}, "reaches past"), ({"strides": [20, 1]}, "reaches past"),
+                       ({"strides": [-10, 1]}, "bad strides"), ({"strides": [10]}, "bad strides"),
+                       ({"offset": -1}, "bad storage offset"), ({"offset": None}, "bad storage offset"),
+                       ({"nbytes": 158}, "bad storage size")]:
+        with pytest.raises(WireError, match=match):
+            read_tensor({**meta, **bad}, tmp_path, 1 << 20, storage=True)
+    with pytest.raises(WireError, match="larger than"):
+        read_tensor(meta, tmp_path, 100, storage=True)
+
+
 def test_unknown_values_never_compare_equal(tmp_path):
     class Odd:
         pass
