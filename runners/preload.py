@@ -6,7 +6,12 @@ On the H200 a candidate worker spent 8-12 s of every Liger-Kernel evaluation imp
 package imports every op and HuggingFace ``transformers``) before its kernel could run
 (bench/results/liger-kernel-h200/). What is imported here is what the candidate's own import would reach anyway,
 in the candidate's own process: nothing of the judge and nothing trusted. A module that fails here is left for
-the kernel's import to report; a GPU is not touched (no context is made while another candidate is timed).
+the kernel's import to report.
+
+On a GPU the worker also makes its device context and starts the profiler once (CUPTI's first start costs about a
+second) here, in trusted code before any kernel arrives: the oracle and every candidate then come to their timing
+and their profile in the same state. A spare that is still warming while another candidate is timed is paused
+with the other bystanders (runners/judge_clock.py ``_alone``).
 """
 from __future__ import annotations
 
@@ -47,8 +52,24 @@ def host_imports(source: str, own: tuple[str, ...] = ()) -> list[str]:
     return names
 
 
-def encode(import_paths: list[str], modules: list[str], interpret: bool) -> str:
-    return json.dumps({"import_paths": list(import_paths), "modules": modules, "interpret": interpret})
+def encode(import_paths: list[str], modules: list[str], interpret: bool, device: str | None = None) -> str:
+    return json.dumps({"import_paths": list(import_paths), "modules": modules, "interpret": interpret,
+                       "device": device})
+
+
+def warm_device() -> float:
+    """The CUDA context and the profiler's first start, before the worker says it is ready. Returns seconds."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    started = time.perf_counter()
+    probe = torch.zeros(1, device="cuda")
+    probe.add_(1)
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]):
+        probe.add_(1)
+        torch.cuda.synchronize()
+    return time.perf_counter() - started
 
 
 def run_from_env() -> dict:
@@ -73,4 +94,10 @@ def run_from_env() -> dict:
             done.append(name)
         except BaseException as exc:  # noqa: BLE001 - the kernel's own import reports it, with its traceback
             failed[name] = f"{type(exc).__name__}: {exc}"[:300]
-    return {"preloaded": done, "failed": failed, "seconds": round(time.perf_counter() - started, 3)}
+    out = {"preloaded": done, "failed": failed, "seconds": round(time.perf_counter() - started, 3)}
+    if job.get("device") == "cuda":
+        try:
+            out["device_warm_s"] = round(warm_device(), 3)
+        except Exception as exc:  # noqa: BLE001 - the probe and the first call report a device that does not work
+            out["device_warm_failed"] = f"{type(exc).__name__}: {exc}"[:300]
+    return out

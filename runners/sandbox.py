@@ -56,7 +56,9 @@ class Evaluator:
         self.baseline = baseline_source(self.bundle, self.spec)
         self._baseline_files = read_baseline(self.bundle)
         warm = host_imports(self.baseline, own=("ks_baseline", "ks_candidate"))
-        self._preload = encode(self.spec.import_paths, warm, not self.backend.timed) if warm else None
+        device = self.backend.device if self.backend.timed else None
+        self._preload = encode(self.spec.import_paths, warm, not self.backend.timed, device) \
+            if warm or device == "cuda" else None
         self.protocol = protocol or Protocol()
         self.search_protocol = Protocol.search() if protocol is None else protocol
         sweep_stale(shm_root())

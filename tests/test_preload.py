@@ -5,6 +5,12 @@ from pathlib import Path
 
 from bot.config import load_config, task_spec
 from runners.extract import build_bundle
+import json
+import os
+
+import torch
+
+from runners import preload
 from runners.preload import host_imports
 from runners.sandbox import Evaluator
 
@@ -18,6 +24,20 @@ def test_the_host_imports_are_the_absolute_top_level_ones():
     assert host_imports(source, own=("ks_candidate",)) == ["torch", "a.b", "host.utils"]
     assert host_imports("def broken(:\n") == []
     assert host_imports('"""doc"""\nimport torch\nimport sys\nsys.path.insert(0, "x")\nimport late\n') == ["torch", "sys"]
+
+
+def test_a_gpu_worker_warms_its_device_before_it_is_ready(monkeypatch):
+    """On a GPU the worker makes its context and starts the profiler once while it waits; where the device does
+    not work, that is recorded for the worker's log and left for the probe and the first call to report."""
+    job = json.loads(preload.encode([], [], False, "cuda"))
+    assert job["device"] == "cuda" and json.loads(preload.encode([], ["x"], True))["device"] is None
+    monkeypatch.setenv(preload.ENV, json.dumps(job))
+    out = preload.run_from_env()
+    assert preload.ENV not in os.environ
+    if torch.cuda.is_available():
+        assert out["device_warm_s"] > 0
+    else:
+        assert "device_warm_failed" in out and "device_warm_s" not in out
 
 
 def test_a_slow_host_import_is_paid_while_the_worker_waits(tmp_path):
