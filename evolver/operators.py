@@ -9,9 +9,11 @@ import random
 import threading
 from typing import Protocol
 
+from runners.syntax import parse
+
 from .archive import Archive
 from .candidate import Candidate
-from .launch_params import Knob, find_knobs, render
+from .launch_params import Knob, autotuned_kernels, find_knobs, render
 
 
 class Operator(Protocol):
@@ -140,12 +142,13 @@ class LaunchTuner:
             differs = len(configs) > 1
             key_blind = differs and max(gains.values()) >= margin
             key = next((k for k in self.knobs if k.kernel == knob.kernel and k.name == "key"), None)
+            written = key.label(0) if key else self._written_key(knob.kernel)
             keys_tried = self._keys_tried(archive, key) if key else {}
             note = ""
             if key_blind:
                 note = (f"{knob.kernel}: the best config differs across shapes and the autotuned baseline is up to "
                         f"{max(gains.values()):.2f}x slower than the best pinned config on some of them: its "
-                        f"key {key.label(0) if key else ''} cannot tell these shapes apart")
+                        f"key {written} cannot tell these shapes apart")
                 better = {k: v for k, v in keys_tried.items() if v >= margin}
                 if better:
                     top = max(better, key=better.get)
@@ -160,11 +163,19 @@ class LaunchTuner:
                              "launcher (" + ", ".join(f"{c}: {lab}" for c, (_, lab, _) in sorted(best.items())) + ")")
             elif differs:
                 note = f"{knob.kernel}: the best config differs across shapes, and the autotuner already finds it"
-            findings.append({"kernel": knob.kernel, "line": knob.line, "key": key.label(0) if key else None,
+            findings.append({"kernel": knob.kernel, "line": knob.line, "key": written,
                              "best_config": {c: label for c, (_, label, _) in best.items()},
                              "pinned_speedup": gains, "differs": differs, "key_blind": key_blind,
                              "keys_tried": keys_tried, "note": note})
         return findings
+
+    def _written_key(self, kernel: str) -> str:
+        """The autotune key as the kernel's decorator writes it (also when no argument is free to add to it)."""
+        tree = parse(self.baseline)
+        found = next((t for t in autotuned_kernels(tree, self.baseline, self.entry) if t.kernel == kernel), None)
+        if found is None or found.key_node is None:
+            return "(built at run time)"
+        return f"{found.key}"
 
     @staticmethod
     def _keys_tried(archive: Archive, key: Knob) -> dict[str, float]:

@@ -137,6 +137,17 @@ def test_findings_say_when_the_key_cannot_tell_shapes_apart():
                           cand(2, 4, {"T=1": (2.0, 2.6), "T=8192": (40.0, 39.5)})]  # autotuned baseline
     [finding] = tuner.autotune_findings(archive)
     assert finding["differs"] and not finding["key_blind"]
+    # No argument is free to add to the key (Liger's dyt kernel on the H200): the key is still the written one
+    only_n = AUTOTUNED.replace("M, N, stride, eps, BLOCK", "N, BLOCK").replace(
+        "x.shape[0], x.shape[1], x.stride(0), eps)", "x.shape[1])")
+    tuner = LaunchTuner(only_n, entry="norm")
+    assert not [k for k in tuner.knobs if k.name == "key"]
+    configs = next(k for k in tuner.knobs if k.name == "configs")
+    archive.candidates = [cand(1, 1, {"T=1": (2.0, 1.9), "T=8192": (40.0, 60.0)}),
+                          cand(2, 4, {"T=1": (2.0, 2.6), "T=8192": (40.0, 25.0)})]
+    [finding] = tuner.autotune_findings(archive)
+    assert finding["key"] == "['N']" and "its key ['N'] cannot tell" in finding["note"]
+    assert "choose the config by shape in the launcher" in finding["note"]
 
 
 def test_tuner_tries_each_autotune_choice_first():
