@@ -46,6 +46,14 @@ def test_a_kernel_that_takes_strides_only_on_nan_padding_is_refused(rms_evaluato
     assert "slices of a wider buffer" in ev.error, ev.error[:300]
 
 
+@pytest.mark.gpu
+@_needs_gpu
+def test_gpu_a_kernel_that_takes_strides_only_on_nan_padding_is_refused(gpu_rms_evaluator):  # noqa: F811
+    ev = gpu_rms_evaluator.evaluate(_source(PADDING), seed=21, time_it=False, static_policy=False)
+    assert not ev.ok and ev.stage == "correctness", _gpu_summary(ev)
+    assert "slices of a wider buffer" in ev.error, ev.error[:300]
+
+
 def test_a_kernel_that_runs_twice_on_small_inputs_is_right(rms_evaluator):
     """Control for the parity claim: the cheat's outputs are right everywhere (only its time is wrong), so the
     judge's clock is all that can catch it."""
