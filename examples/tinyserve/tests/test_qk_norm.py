@@ -5,7 +5,7 @@ from tinyserve.kernels.qk_norm import qk_rms_norm
 from dtypes import DTYPES, ON_CUDA, TOLS
 
 # (tokens, heads, head_dim)
-SHAPES = [(1, 4, 64), (3, 2, 128), (17, 5, 96), (130, 4, 32)]
+SHAPES = [(1, 4, 128), (3, 2, 128), (17, 5, 96), (130, 4, 128)]  # few head sizes: each is an autotune key
 if ON_CUDA:
     SHAPES += [(1, 32, 128), (64, 32, 128), (8192, 32, 128)]
 

@@ -15,7 +15,7 @@ import triton.language as tl
 
 from .utils import as_rows, next_power_of_2
 
-_CONFIGS = [triton.Config({"ROWS": rows}, num_warps=warps) for rows in (1, 4, 16, 64) for warps in (1, 4, 8)]
+_CONFIGS = [triton.Config({"ROWS": rows}, num_warps=warps) for rows in (1, 8, 64) for warps in (1, 4, 8)]
 # Autotuning benchmarks on a GPU; Triton's CPU interpreter can only run one config.
 CONFIGS = _CONFIGS if torch.cuda.is_available() else _CONFIGS[:1]
 
