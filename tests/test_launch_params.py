@@ -191,3 +191,21 @@ def test_no_bucket_where_a_launch_passes_the_size_with_side_effects():
                                 "stride=x.stride(0), eps=eps)").replace("(x, x, ", "(x, y_ptr=x, ")
     key = next(k for k in find_knobs(keyword, "norm") if k.name == "key")
     assert "M_bucket=int(x.shape[0]).bit_length())" in render(keyword, [key], {key.key: 1}, "norm")
+
+
+def test_the_examples_qk_norm_is_re_keyed_on_its_row_count_before_its_configs_are_pinned():
+    """tinyserve's per-head RMSNorm autotunes on ['D'] only: the first candidates put its row count in the key
+    (bucketed, then exact), then pin one row per program and 64 rows per program, the two ends of its configs."""
+    import random
+
+    from evolver.archive import Archive
+    from evolver.operators import LaunchTuner
+
+    tuner = LaunchTuner((EXAMPLE / "tinyserve/kernels/qk_norm.py").read_text(), entry="qk_rms_norm")
+    archive = Archive()
+    first = [tuner.describe(tuner.propose(archive, random.Random(0)).genome) for _ in range(4)]
+    change = [line.split("): autotune ", 1)[1] for [line] in first]
+    assert change == ["key: ['D'] -> ['D', 'n_rows_bucket'] (re-tune per power of two of n_rows)",
+                      "key: ['D'] -> ['D', 'n_rows'] (re-tune per value of n_rows)",
+                      "configs: (as written) -> pin ROWS=1, num_warps=1",
+                      "configs: (as written) -> pin ROWS=64, num_warps=8"]
