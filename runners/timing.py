@@ -44,12 +44,15 @@ def _rot32(x: torch.Tensor) -> torch.Tensor:
     return x.view(torch.int32).reshape(*x.shape, 2).flip(-1).reshape(x.shape[:-1] + (-1,)).view(torch.int64)
 
 
-def _compress(a: torch.Tensor, b: torch.Tensor, alpha: int) -> torch.Tensor:
+def _compress(a: torch.Tensor, b: torch.Tensor, alpha) -> torch.Tensor:
     """Two int64 words into one: ``rot32(a + alpha*b) * (2b + 1)`` modulo 2**64. Three integer ops (add, copy,
     addcmul), all of them wrapping alike on CPU and CUDA. Not additive and not solvable for ``b`` given ``a`` and
     the result (``b`` sits both inside the rotation and in the odd multiplier); the multiplication carries low
     bits up, the rotation high bits down."""
-    u = _rot32(torch.add(a, b, alpha=alpha))
+    if isinstance(alpha, torch.Tensor):  # a 0-dim tensor on the device (a captured plan): the same a + alpha*b
+        u = _rot32(torch.addcmul(a, b, alpha))
+    else:
+        u = _rot32(torch.add(a, b, alpha=alpha))
     return torch.addcmul(u, u, b, value=2)
 
 
@@ -64,17 +67,45 @@ def _padded_words(nbytes: int) -> int:
 
 def hash_rows(words: torch.Tensor, nbytes: int, key: int) -> torch.Tensor:
     """One int64 per row of ``words`` ((rows, _padded_words(nbytes)) int64, the row's bytes then zeros): a keyed
-    tree of ``_compress`` over the row's words (each level pairs neighbours: word 2i with 2i+1), then the
-    length and the key folded in. A row's hash does not depend on the other rows: the judge recomputes one slot's
-    on the CPU, the worker all of them at once on its device, and the values are the same."""
+    tree of ``_compress`` over the row's words (each level pairs neighbours: word 2i with 2i+1), then the length
+    and the key folded in. A row's hash does not depend on the other rows: the judge recomputes one slot's on the
+    CPU, the worker all of them at once on its device, and the values are the same."""
+    return _hash_rows(words, nbytes, _Keyed(key))
+
+
+def _hash_rows(words: torch.Tensor, nbytes: int, k: _Keyed) -> torch.Tensor:
     x, level = words, 0
     while x.shape[1] > 1:
         if x.shape[1] % 2:
             x = torch.nn.functional.pad(x, (0, 1))
-        x = _compress(x[:, 0::2], x[:, 1::2], _constant(key, level) | 1)
+        x = _compress(x[:, 0::2], x[:, 1::2], k(level, odd=True))
         level += 1
-    tail = torch.full_like(x, _constant(key, 1000 + nbytes))
-    return _compress(_compress(x, tail, _constant(key, 999) | 1), tail, _constant(key, 998) | 1)[:, 0]
+    tail = k(1000 + nbytes)
+    if not isinstance(tail, torch.Tensor):
+        tail = torch.full_like(x, tail)
+    return _compress(_compress(x, tail, k(999, odd=True)), tail, k(998, odd=True))[:, 0]
+
+
+class _Keyed:
+    """The key's constants as the hash asks for them: Python ints, or (``table``, a captured plan) 0-dim views of
+    a device tensor that is refilled for each key before the graph replays. Records what it was asked for."""
+
+    def __init__(self, key: int, table: torch.Tensor | None = None, index: dict | None = None):
+        self.key, self.table, self.index = key, table, index
+        self.asked: dict = {}
+
+    def __call__(self, salt: int, odd: bool = False):
+        if self.table is not None:
+            return self.table[self.index[(salt, odd)]]
+        self.asked.setdefault((salt, odd), len(self.asked))
+        return _constant(self.key, salt) | int(odd)
+
+    @staticmethod
+    def values(key: int, index: dict) -> torch.Tensor:
+        values = [0] * len(index)
+        for (salt, odd), i in index.items():
+            values[i] = _constant(key, salt) | int(odd)
+        return torch.tensor(values, dtype=torch.int64)
 
 
 def _bits(t: torch.Tensor) -> torch.Tensor:
@@ -109,12 +140,15 @@ class CommitPlan:
     clock is what it cannot tell from device time. Every output is hashed as the dense bytes of its logical
     tensor (any strides), whatever its dtype (views as integers of the same size: NaN payloads and all)."""
 
-    def __init__(self, outputs: list):
+    def __init__(self, outputs: list, capture: bool = False):
         flats = [flatten(out) for out in outputs]
         self.count = len(flats)
         self.device = next((t.device for f in flats for t in f if isinstance(t, torch.Tensor)), torch.device("cpu"))
         self.columns: list = []  # per output position: (position, block, nbytes, dst views, src tensors), or
         # (position, per-slot tensors or None) where the slots' outputs there differ in shape, dtype or kind
+        self.graph: torch.cuda.CUDAGraph | None = None  # the plan captured (CUDA), with its table of constants
+        self.table = self.index = self.captured = None
+        self.tried = not capture  # capture only a plan that is used again (a graph's outputs)
         width = max((len(f) for f in flats), default=0)
         for position in range(width):
             tensors = [f[position].detach() if position < len(f) and isinstance(f[position], torch.Tensor) else None
@@ -133,21 +167,57 @@ class CommitPlan:
 
     def hashes(self, key: int = 0) -> torch.Tensor:
         """The slots' commitments, an int64 tensor on the device (nothing is read back here). A slot's is its
-        outputs' hashes folded in order (each with its position); what is not a tensor is left out."""
-        acc = torch.full((self.count,), _constant(key, 77), dtype=torch.int64, device=self.device)
+        outputs' hashes folded in order (each with its position); what is not a tensor is left out. On CUDA the
+        plan is captured in a graph at its first use (then one launch, no host work per slot or per level), kept
+        only if its replay gives the same integers as the direct run."""
+        if self.graph is not None:
+            self.table.copy_(_Keyed.values(key, self.index))
+            self.graph.replay()
+            return self.captured.clone()
+        keyed = _Keyed(key)
+        out = self._run(keyed)
+        if self.device.type == "cuda" and self.graph is None and not self.tried:
+            self.tried = True
+            self._capture(key, keyed.asked, out)
+        return out
+
+    def _run(self, k: _Keyed) -> torch.Tensor:
+        start = k(77)
+        if isinstance(start, torch.Tensor):
+            acc = start.expand(self.count)
+        else:
+            acc = torch.full((self.count,), start, dtype=torch.int64, device=self.device)
         for column in self.columns:
             position = column[0]
-            alpha = _constant(key, 2000 + position) | 1
+            alpha = k(2000 + position, odd=True)
             if len(column) == 5:
                 _, block, nbytes, dsts, srcs = column
                 torch._foreach_copy_(dsts, srcs)
-                h = hash_rows(block.view(torch.int64), nbytes, key)
+                h = _hash_rows(block.view(torch.int64), nbytes, k)
                 acc = _compress(acc.unsqueeze(1), h.unsqueeze(1), alpha)[:, 0]
                 continue
-            for k, t in enumerate(column[1]):
+            acc = acc.clone()
+            for j, t in enumerate(column[1]):
                 if t is not None:
-                    acc[k] = _compress(acc[k].view(1, 1), _one(t, key).to(self.device).view(1, 1), alpha)[0, 0]
+                    acc[j] = _compress(acc[j].view(1, 1), _one(t, k.key).to(self.device).view(1, 1), alpha)[0, 0]
         return acc
+
+    def _capture(self, key: int, asked: dict, expected: torch.Tensor) -> None:
+        if any(len(column) != 5 for column in self.columns):
+            return  # slots whose outputs differ: hashed one by one, not captured
+        try:
+            index = dict(asked)
+            table = _Keyed.values(key, index).to(self.device)
+            torch.cuda.synchronize()
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                captured = self._run(_Keyed(key, table, index))
+            graph.replay()
+            torch.cuda.synchronize()
+            if torch.equal(captured, expected):
+                self.graph, self.table, self.index, self.captured = graph, table, index, captured
+        except Exception:  # noqa: BLE001 - not capturable here: the direct run stays
+            torch.cuda.synchronize()
 
 
 def _one(t: torch.Tensor, key: int) -> torch.Tensor:
@@ -225,7 +295,7 @@ class SlotTimer:
         A graph's outputs never change, so its plan is made once; direct calls make new outputs every pass."""
         if self.graph is not None:
             if self.plan is None:
-                self.plan = CommitPlan(self.outputs)
+                self.plan = CommitPlan(self.outputs, capture=True)
             plan = self.plan
         else:
             plan = CommitPlan(self.outputs)
