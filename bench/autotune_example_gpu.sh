@@ -14,7 +14,9 @@
 # test, the bucketed re-key (it autotunes anew at each case: ~80-130 s), the exact re-key only if the first took
 # under SEARCH_MIN, then the verification and the test with the champion. LIMIT is the hard stop.
 # ORDER=prefill puts the prefill shapes first in the copy's config (the autotuner then picks at prefill: a second
-# try if the decode pick happens to be right for prefill too). BACKEND=interpret LIMIT=900 dry-runs it on a CPU.
+# try if the decode pick happens to be right for prefill too). CAPTURE=0 (the default) turns the capture of the
+# test's calls off in the copy: one run of the test less, and no float32 cases (another autotune key in every
+# worker); CAPTURE=1 keeps the config as committed. BACKEND=interpret LIMIT=900 dry-runs it on a CPU.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 KERNEL=${KERNEL:-qk_rms_norm}
@@ -22,6 +24,7 @@ BUDGET=${BUDGET:-3}
 SEARCH_MIN=${SEARCH_MIN:-1}
 LIMIT=${LIMIT:-420}
 ORDER=${ORDER:-decode}
+CAPTURE=${CAPTURE:-0}
 BACKEND=${BACKEND:-triton}
 PY=${PY:-python3}
 PACK=$(realpath -m "${OUT:-${PACK:-runs/autotune-example}}")
@@ -37,17 +40,19 @@ export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null
   $PY -c 'import sys, torch, triton; print("python", sys.version.split()[0], "torch", torch.__version__, "triton", triton.__version__)'
   git log --format='kernelsmith %H %s' -1
-  echo "kernel $KERNEL budget $BUDGET search ${SEARCH_MIN} min limit $LIMIT s order $ORDER backend $BACKEND"
+  echo "kernel $KERNEL budget $BUDGET search ${SEARCH_MIN} min limit $LIMIT s order $ORDER capture $CAPTURE backend $BACKEND"
 } > "$PACK/environment.txt" 2>&1
 
 ex=$(mktemp -d) && chmod 755 "$ex"  # readable by the candidates' users when kernelsmith runs as root
 cp -r examples/tinyserve "$ex/tinyserve"
-if [ "$ORDER" = prefill ]; then  # the config's shapes of this kernel, prefill (largest T) first
-  $PY - "$ex/tinyserve/.github/kernelsmith.yml" "$KERNEL" <<'EOF' || exit 1
+if [ "$ORDER" = prefill ] || [ "$CAPTURE" = 0 ]; then  # the copy's config only
+  $PY - "$ex/tinyserve/.github/kernelsmith.yml" "$KERNEL" "$ORDER" "$CAPTURE" <<'EOF' || exit 1
 import sys, yaml
-path, kernel = sys.argv[1], sys.argv[2]
+path, kernel, order, capture = sys.argv[1:]
 config = yaml.safe_load(open(path))
-config["kernels"][kernel]["shapes"].sort(key=lambda s: -s.get("T", 0))
+if order == "prefill":  # the largest token count first
+    config["kernels"][kernel]["shapes"].sort(key=lambda s: -s.get("T", 0))
+config["kernels"][kernel]["capture"] = capture != "0"
 yaml.safe_dump(config, open(path, "w"), sort_keys=False)
 EOF
 fi
