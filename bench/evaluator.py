@@ -138,8 +138,8 @@ def summary_b(pairs: int, ratios: list[float], errors: list[str], protocol: str)
             "mean_slowdown": 1 - statistics.mean(ratios) if ratios else None, "speedups": ratios, "errors": errors}
 
 
-def part_c(runs: int, save=lambda partial: None) -> dict:
-    bundle = bundle_for("layer_norm")
+def part_c(runs: int, save=lambda partial: None, kernel: str = "layer_norm") -> dict:
+    bundle = bundle_for(kernel)
     results = []
     for run in range(runs):
         with Evaluator(bundle, BACKEND, timeout=600, trials=1) as ev:
@@ -202,6 +202,7 @@ def main() -> None:
     ap.add_argument("--candidates", type=int, default=30)
     ap.add_argument("--kernels", default=",".join(KERNELS))
     ap.add_argument("--backend", default="triton")
+    ap.add_argument("--autotuned", default="layer_norm", help="(c): the autotuned kernel timed against its copy")
     ap.add_argument("--protocol", default="search", help="(b) and (d): the search's protocol, or full")
     ap.add_argument("--no-reference", action="store_true", help="(a) without the torch.compile column")
     args = ap.parse_args()
@@ -217,7 +218,8 @@ def main() -> None:
             path.write_text(json.dumps(result, indent=1, default=str))
 
         result[part] = {"a": lambda: part_a(args.runs, args.kernels.split(","), save, not args.no_reference),
-                        "b": lambda: part_b(args.pairs, save, args.protocol), "c": lambda: part_c(args.runs, save),
+                        "b": lambda: part_b(args.pairs, save, args.protocol),
+                        "c": lambda: part_c(args.runs, save, args.autotuned),
                         "d": lambda: part_d(args.candidates, save, args.protocol)}[part]()
         result[part]["seconds"] = time.perf_counter() - t0
         path.write_text(json.dumps(result, indent=1, default=str))
