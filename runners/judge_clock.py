@@ -195,7 +195,7 @@ class TimingSteps:
         per_slot = self._per_call_bytes(case)
         # at least two slots a round (a few hundred MB each at prefill sizes), within the fetch budget otherwise
         reveal = min(count, max(2, p.max_fetch_bytes // per_slot), p.reveal_slots)
-        walls_b, walls_c, passes_b, shaveable_b = [], [], [], []
+        walls_b, walls_c, passes_b, shaveable_b, leads_b = [], [], [], [], []
         for round_ in range(p.window_rounds):
             seed = trial_seed(secret, 50_000 + round_, index)
             key = trial_seed(secret, 65_000 + round_, index)  # the commitments' key, sent with the timed request
@@ -214,6 +214,7 @@ class TimingSteps:
             # What a candidate's worker could leave out of its own request (the lead sleep, the commitments done
             # some cheaper way) and so take off the time the judge credits to its pass: the oracle's, measured.
             shaveable_b.append(float(oracle_reply.get("lead_us", 0.0)) + float(oracle_reply.get("commit_us", 0.0)))
+            leads_b.append(float(oracle_reply.get("lead_us", 0.0)))
             root = replies["candidate"].get("commitment")
             if type(root) is not int:
                 raise Refusal("timing", "the judge's window ended without a commitment to every slot's outputs")
@@ -254,7 +255,7 @@ class TimingSteps:
             worker.request("release")
         result.window_ms = [round(w / 1000, 4) for w in walls_b + walls_c]
         verdict = corroborate(walls_b, passes_b, walls_c, result.baseline_us, result.candidate_us,
-                              p.corroboration_tolerance, p.clock_jitter_us, shaveable_b, count)
+                              p.corroboration_tolerance, p.clock_jitter_us, shaveable_b, count, leads_b)
         if verdict.resolved:
             result.judge_us = result.baseline_us / verdict.judge_speedup
             result.judge_ratio = result.judge_us / result.candidate_us if result.candidate_us else None
@@ -319,11 +320,13 @@ class Corroboration:
     allowed: float  # how far the claim may exceed the judge's speedup
     ok: bool
     resolved: bool = True  # the clock's noise is small against the pass: its speedup can be credited
+    credit_speedup: float | None = None  # by the judge's clock, as if the candidate had skipped the lead sleep
 
 
 def corroborate(walls_b: list[float], passes_b: list[float], walls_c: list[float], baseline_us: float,
                 candidate_us: float, tolerance: float, jitter_us: float,
-                shaveable_b: list[float] | None = None, slots: int = 0) -> Corroboration:
+                shaveable_b: list[float] | None = None, slots: int = 0,
+                leads_b: list[float] | None = None) -> Corroboration:
     """Hold the candidate's claimed speedup against the judge's clock.
 
     ``walls_*`` are the judge's wall times of each side's window requests (microseconds), ``passes_b`` the
@@ -342,6 +345,7 @@ def corroborate(walls_b: list[float], passes_b: list[float], walls_c: list[float
     if len(walls_b) >= 3:
         walls_b, passes_b, walls_c = walls_b[1:], passes_b[1:], walls_c[1:]
         shaveable_b = shaveable_b[1:] if shaveable_b else shaveable_b
+        leads_b = leads_b[1:] if leads_b else leads_b
     extras = [w - q for w, q in zip(walls_b, passes_b)]
     extra = statistics.median(extras)
     pass_b = max(min(passes_b), 1e-3)
@@ -355,14 +359,22 @@ def corroborate(walls_b: list[float], passes_b: list[float], walls_c: list[float
     judge_speedup = pass_b / max(pass_c, floor)
     allowed = tolerance + (shave + noise) / pass_b
     claimed = baseline_us / candidate_us if candidate_us else float("inf")
-    return Corroboration(claimed, judge_speedup, allowed, claimed <= judge_speedup * (1 + allowed), resolved)
+    # The credit never counts time the candidate's worker could have left out of its own request: the lead sleep
+    # is its own to run or skip (tests/cheats/sheds_the_window_extra.py skipped it and was credited 1.17x on the
+    # H200), so the credited pass is the candidate's wall minus the oracle's extra without its lead. An honest
+    # candidate loses the lead against its pass (Protocol.window_lead_cycles keeps that small).
+    lead = statistics.median(leads_b) if leads_b else 0.0
+    credit = pass_b / max(pass_c + lead, floor)
+    return Corroboration(claimed, judge_speedup, allowed, claimed <= judge_speedup * (1 + allowed), resolved, credit)
 
 
 def credit_cap(verdict: Corroboration, tolerance: float) -> float:
     """The most speedup a case is credited: what the judge's clock saw, plus its tolerance, where the clock
     resolves the size (below 1.0x too: a floor of 1.0 let a case the clock saw at 0.87x be credited parity within
     the allowance); 1.0 where it cannot."""
-    return verdict.judge_speedup * (1 + tolerance) if verdict.resolved else 1.0
+    seen = verdict.judge_speedup if verdict.credit_speedup is None else min(verdict.judge_speedup,
+                                                                            verdict.credit_speedup)
+    return seen * (1 + tolerance) if verdict.resolved else 1.0
 
 
 def _share(kernels: list, names: set | None) -> float | None:

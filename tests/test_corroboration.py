@@ -37,6 +37,20 @@ def test_a_truly_faster_candidate_is_not_held_back():
     assert v.ok and 1.4 < v.judge_speedup < 1.7
 
 
+def test_a_skipped_lead_sleep_is_never_credited():
+    """tests/cheats/sheds_the_window_extra.py on the H200: its worker skipped the lead sleep of the timed request,
+    the judge subtracted the oracle's whole extra (lead included) from its wall, and a pass as long as the
+    oracle's was credited 1.17x. The credit now counts the lead as skippable; an honest candidate, which runs it,
+    loses only the lead against its pass."""
+    oracle, passes = walls(5.9, 5.9, 5.9), walls(5.0, 5.0, 5.0)  # a 5 ms pass, 0.5 ms lead, 0.4 ms else
+    parts = {"shaveable_b": walls(0.8, 0.8, 0.8), "slots": 700, "leads_b": walls(0.5, 0.5, 0.5)}
+    shed = corroborate(oracle, passes, walls(5.4, 5.4, 5.4), 4.0, 4.0 / 1.29, 0.05, 150, **parts)
+    assert shed.judge_speedup > 1.1  # what the whole extra made of it
+    assert credit_cap(shed, 0.05) <= 1.05 and shed.credit_speedup is not None and shed.credit_speedup <= 1.0
+    honest = corroborate(oracle, passes, walls(4.9, 4.9, 4.9), 4.0, 4.0 / 1.25, 0.05, 150, **parts)
+    assert honest.ok and credit_cap(honest, 0.05) > 1.14  # 1.25x, seen as 1.11x with the lead counted
+
+
 def test_a_clock_that_cannot_resolve_the_size_credits_nothing():
     # The H200 at decode sizes before the fill was batched (bench/results/evaluator-h200/attacks-gpu.json):
     # 8192 calls (about 12 ms of kernels) inside requests of 45-95 ms that moved by tens of milliseconds.

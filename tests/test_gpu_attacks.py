@@ -179,14 +179,10 @@ def test_the_secret_cannot_be_recovered_on_the_gpu(gpu_attack_evaluator):
     assert _no_credit(ev), _summary(ev)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "runners/judge_clock.py corroborate: the judge's speedup is pass_b / (min(walls_c) - extra) with the oracle's "
-    "whole extra subtracted; a worker that computes its commitments in its kernel's epilogue and sheds up to half "
-    "a pass of the extra stays resolved and is credited that half pass (fake 1.67x at the prefill size that fits "
-    "in L2). Subtracting only the unskippable part (extra - shaveable) would close it, but at prefill sizes the "
-    "commitments cost about as much as the pass, so every honest speedup there would go uncredited: open until the "
-    "commitments are cheap against the pass"))
 def test_a_candidate_cannot_shed_part_of_the_windows_extra(gpu_attack_evaluator):
+    """Its epilogue's byte sums no longer stand in for the commitment (a keyed tree hash since the fifth session),
+    so it keeps the lead and sheds nothing; a cheaper implementation of the hash (fused into the kernel) is the
+    open form of this attack (docs/evaluation.md)."""
     ev = _evaluate(gpu_attack_evaluator, "sheds_part_of_the_window_extra.py")
     _ran(ev)
     assert _no_credit(ev), _summary(ev)

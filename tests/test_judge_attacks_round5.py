@@ -63,15 +63,10 @@ def test_a_kernel_that_runs_twice_on_small_inputs_is_right(rms_evaluator):
 
 @pytest.mark.gpu
 @_needs_gpu
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "prediction (H200): at T=1,H=4096 (calls of about 1.4 us, 8192 slots) the cheat runs its kernel twice and "
-    "its worker claims half the measured time, parity; the per-slot allowance (runners/judge_clock.py "
-    "CROSS_PROCESS_US_PER_SLOT, 4.1 ms over 8192 slots against a pass of about 12 ms) leaves the size unresolved "
-    "when the extras also move by 1.7 ms or more, and an unresolved size is credited up to 1.0x whatever the clock "
-    "saw. If the H200's extras stay steadier the clock resolves the size, sees about 0.5x and quarantines it, and "
-    "this xfail passes: then the hole is only at calls of about 1 us (tests/test_corroboration.py). Fix: the "
-    "commitments out of the timed request, and the per-slot term re-measured"))
 def test_gpu_a_slowdown_claimed_as_parity_is_not_credited_parity(gpu_rms_evaluator):  # noqa: F811
+    """Was a strict xfail (a prediction): the per-slot allowance left T=1,H=4096 unresolved and a slowdown was
+    credited parity. With the commitments out of the timed request (one digest; the per-slot hashes after the
+    clock) the H200 refused it (bench/results/evaluator-h200/session5/call3-gpu-tests.txt)."""
     ev = gpu_rms_evaluator.evaluate(_source(PARITY), seed=1, time_it=True, trials=2, static_policy=False)
     small = [c for c in ev.cases if c.case.startswith("T=1,")]
     assert ev.stage not in ("compile", "crashed", "baseline", "correctness"), _gpu_summary(ev)
