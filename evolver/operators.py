@@ -127,11 +127,13 @@ class LaunchTuner:
         findings = []
         for knob in (k for k in self.knobs if k.kind == "autotune" and k.name == "configs"):
             best: dict[str, tuple[float, str, float]] = {}  # case -> (candidate µs, label, speedup)
+            tried: set[str] = set()  # the pinned configs timed
             for cand in archive.candidates:
                 choice = cand.genome.get(knob.key, 0)
                 if set(cand.genome) != {knob.key} or not knob.labels[choice].startswith("pin ") \
                         or not (cand.evaluation and cand.evaluation.ok and cand.evaluation.timed):
                     continue
+                tried.add(knob.labels[choice][4:])
                 for case in cand.evaluation.cases:
                     if case.candidate_us and (case.case not in best or case.candidate_us < best[case.case][0]):
                         best[case.case] = (case.candidate_us, knob.labels[choice][4:], case.speedup or 0.0)
@@ -166,7 +168,7 @@ class LaunchTuner:
             findings.append({"kernel": knob.kernel, "line": knob.line, "key": written,
                              "best_config": {c: label for c, (_, label, _) in best.items()},
                              "pinned_speedup": gains, "differs": differs, "key_blind": key_blind,
-                             "keys_tried": keys_tried, "note": note})
+                             "keys_tried": keys_tried, "pinned_tried": len(tried), "note": note})
         return findings
 
     def _written_key(self, kernel: str) -> str:
