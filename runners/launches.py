@@ -91,12 +91,16 @@ def autotune_state(module: ModuleType) -> dict:
 def pin(module: ModuleType, state: dict) -> dict:
     """Give the candidate's autotuners the oracle's choices where their config lists are the same.
 
-    Returns {kernel: "pinned" | "own configs"} for the report."""
+    Returns {kernel: "pinned" | "own configs" | "own key"} for the report: a candidate that changed the key
+    (re-keyed) autotunes at keys the oracle never saw, so it runs its own choices there."""
     outcome = {}
     for name, tuner in autotuners(module).items():
         theirs = state.get(name)
         if not theirs or theirs.get("configs") != config_names(tuner):
             outcome[name] = "own configs"
+            continue
+        if theirs.get("key") is not None and list(theirs["key"]) != list(tuner.keys):
+            outcome[name] = "own key"
             continue
         by_name = {str(c): c for c in tuner.configs}
         for key, config in theirs.get("chosen", []):

@@ -46,7 +46,7 @@ class CaseResult:
     launched: list[str] = field(default_factory=list)  # Triton kernels the candidate launched (module:name)
     own_kernel_share: float | None = None  # share of device time in the candidate's own Triton kernels
     reference_us: float | None = None  # torch.compile of the config's torch reference, same protocol
-    autotune: dict = field(default_factory=dict)  # autotuned kernel -> pinned | own configs
+    autotune: dict = field(default_factory=dict)  # autotuned kernel -> pinned | own configs | own key
     output_scale: float | None = None  # median |value| of the oracle's floating outputs (trial 0): what atol is
     # read against (an atol above it accepts outputs that are entirely wrong)
 

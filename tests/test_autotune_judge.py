@@ -30,3 +30,12 @@ def test_a_changed_config_list_autotunes_its_own(layer_norm_evaluator):
     ev = layer_norm_evaluator.evaluate(source, seed=2)
     assert ev.ok, ev.error
     assert all(c.autotune == {"_layer_norm_kernel": "own configs"} for c in ev.cases)
+
+
+def test_a_re_keyed_kernel_is_not_reported_as_pinned(layer_norm_evaluator):
+    """Its config list is the oracle's, but its key is not: it autotunes at keys the oracle never saw."""
+    source = layer_norm_evaluator.baseline.replace('key=["N"]', 'key=["N", "M"]')
+    assert source != layer_norm_evaluator.baseline
+    ev = layer_norm_evaluator.evaluate(source, seed=3)
+    assert ev.ok, ev.error
+    assert all(c.autotune == {"_layer_norm_kernel": "own key"} for c in ev.cases)
