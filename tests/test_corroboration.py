@@ -2,7 +2,7 @@
 (bench/results/evaluator-h200/diag.txt): an honest candidate passes, a forged claim is quarantined."""
 from runners.judge import corroborate
 
-from runners.judge_clock import Corroboration, credit_cap
+from runners.corroboration import Corroboration, credit_cap
 
 MS = 1000.0  # the judge works in microseconds
 
