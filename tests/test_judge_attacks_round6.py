@@ -1,0 +1,363 @@
+"""Round 6: attacks on what the fifth session changed in the judge: the binding commitments of the judge's window
+(runners/timing.py ``digest``/``CommitPlan``, runners/judge_clock.py ``_window_hashes``), the layout trial's finite
+padding carried with the storage (runners/inputs.py ``padding_like``/``row_padded``, runners/wire.py ``storage``),
+the lead-credit rule and the preload's device warm-up.
+
+Each attack has a cheat in tests/cheats/round6_*.py, a control showing what it does outside the judge (wrong on a
+caller's input, or the mechanism on its own), and the judge's verdict; the ones the judge lets through are strict
+xfails with the mechanism and the fix in their reasons. Timing attacks run on the timed CPU stand-in of
+tests/test_judge_attacks.py through round 4's judge of their own (``_timed_judge``); their GPU forms are
+predictions (gpu-marked, skipped here).
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+import types
+
+import pytest
+import torch
+from conftest import CHEATS, ROOT
+from test_judge_attacks_round4 import (  # noqa: F401
+    _gpu_summary,
+    _import,
+    _needs_gpu,
+    _seeds_whose_reveals_miss,
+    _source,
+    _timed_judge,
+    gpu_rms_evaluator,
+)
+
+from runners.inputs import SlotBank, row_padded
+from runners.task import read_task
+from runners.timing import _constant, commitments, digest
+
+PAD_WIDTHS = "round6_strides_only_at_the_judges_pad_widths.py"
+INSIDE = "round6_strides_only_on_padding_inside_the_view.py"
+DIGEST = "round6_forges_the_window_digest.py"
+IN_PLACE = "round6_in_place_skips_unchecked_slots.py"
+SGLITE = ROOT / "examples" / "sglite"
+
+
+def _qkv_slice(seed: int, rows: int = 6, width: int = 96) -> tuple[torch.Tensor, torch.Tensor]:
+    """q of a fused qkv (``qkv[:, :H]``, row stride 3H; k and v are data of their own), and q's values, dense."""
+    qkv = torch.randn(rows, 3 * width, generator=torch.Generator().manual_seed(seed))
+    return qkv[:, :width], qkv[:, :width].contiguous()
+
+
+# ---- 1. the layout trial is still told from a caller's slice ----------------------------------------------------
+
+def test_a_kernel_that_takes_strides_only_at_the_judges_pad_widths_is_wrong_on_a_real_slice(rms_bundle, tmp_path):
+    """Control: right on every layout the trial draws (pads of 64 * (argument index + 1) bytes), wrong on q of a
+    fused qkv (a pad of 2H) where the baseline is right."""
+    module = read_task(rms_bundle).module
+    base = _import(rms_bundle, module, None, tmp_path)
+    cheat = _import(rms_bundle, module, _source(PAD_WIDTHS), tmp_path)
+    w = torch.rand(96) + 0.5
+    for seed in range(4):
+        x = torch.randn(6, 96, generator=torch.Generator().manual_seed(100 + seed))
+        padded = row_padded({"x": x}, gen=torch.Generator().manual_seed(seed))[0]["x"]
+        assert torch.allclose(cheat.rms_norm(padded, w), base.rms_norm(x, w), atol=1e-5)
+    q, dense = _qkv_slice(1)
+    assert torch.allclose(base.rms_norm(q, w), base.rms_norm(dense, w), atol=1e-5)
+    assert not torch.allclose(cheat.rms_norm(q, w), base.rms_norm(dense, w), atol=1e-2)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "runners/inputs.py row_padded pads row k-th padded argument by exactly (k + 1) * ROW_PAD_BYTES = 64, 128, ... "
+    "bytes (and, every_level, the same at each level); the values in the padding are no marker since round 5, but "
+    "the width is: the cheat takes the strides only where the row stride is the row plus 64-256 bytes and "
+    "addresses rows densely (row * N) everywhere else, right in every trial the judge runs and wrong on q of a "
+    "fused qkv (pad 2H) or any slice wider by more than 256 bytes. Fix (runners/inputs.py row_padded): draw each "
+    "argument's pad from the trial's generator, independently per argument, log-uniform in 16-byte units from 16 "
+    "bytes up to several times the row (e.g. up to 4 rows: qkv-like pads of 1-3 rows are in range), and the offset "
+    "within it as now; a kernel must then take the strides at pads it cannot enumerate"))
+def test_a_kernel_that_takes_strides_only_at_the_judges_pad_widths_is_refused(rms_evaluator):
+    ev = rms_evaluator.evaluate(_source(PAD_WIDTHS), seed=31, time_it=False, static_policy=False)
+    assert not ev.ok and ev.stage == "correctness" and "slices of a wider buffer" in ev.error, (ev.stage, ev.error)
+
+
+def test_the_judges_padding_lies_inside_the_views_range_and_a_callers_does_not(rms_bundle, tmp_path):
+    """Control: every padding value the trial draws is a convex combination of two of the view's values (inside
+    [min, max] of the view, always); the neighbours of q in a fused qkv reach past q's extremes. The cheat that
+    takes the strides only when the padding is inside is right on the trial, wrong on the caller."""
+    module = read_task(rms_bundle).module
+    base = _import(rms_bundle, module, None, tmp_path)
+    cheat = _import(rms_bundle, module, _source(INSIDE), tmp_path)
+    w = torch.rand(96) + 0.5
+    for seed in range(4):
+        x = torch.randn(6, 96, generator=torch.Generator().manual_seed(200 + seed))
+        x[0] *= 1e-4  # a later trial's near-zero row and wide row: the padding is still inside
+        x[-1] *= 30.0
+        padded = row_padded({"x": x}, gen=torch.Generator().manual_seed(seed))[0]["x"]
+        assert cheat._padding_inside_the_view(padded)
+        assert torch.allclose(cheat.rms_norm(padded, w), base.rms_norm(x, w), atol=1e-4)
+    q, dense = _qkv_slice(2)
+    assert not cheat._padding_inside_the_view(q)
+    assert torch.allclose(base.rms_norm(q, w), base.rms_norm(dense, w), atol=1e-5)
+    assert not torch.allclose(cheat.rms_norm(q, w), base.rms_norm(dense, w), atol=1e-2)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "runners/inputs.py padding_like draws every floating padding value as a + w (b - a) with a, b two of the "
+    "view's own values and w in (0, 0.5]: always inside [min, max] of the view, a property a caller's neighbouring "
+    "data (k and v beside q) lacks in most calls. The cheat checks it over the storage (only for a non-dense input, "
+    "so the timed slots cost nothing) and takes the strides only then; the judge accepts it. Fix (runners/inputs.py "
+    "padding_like): draw the padding as a caller's data would be, of the tensor's scale but not bounded by its "
+    "values: fresh draws of the argument's own distribution at the trial's scale (make_tensor with the padding's "
+    "generator), or a + w (b - a) with w drawn from a wider interval such as (-1, 2), so that about half the trials' "
+    "padding reaches past the view's extremes (still finite)"))
+def test_a_kernel_that_takes_strides_only_on_padding_inside_the_view_is_refused(rms_evaluator):
+    ev = rms_evaluator.evaluate(_source(INSIDE), seed=32, time_it=False, static_policy=False)
+    assert not ev.ok and ev.stage == "correctness" and "slices of a wider buffer" in ev.error, (ev.stage, ev.error)
+
+
+# ---- 2. the window's digest is steered after the shown slots are known ---------------------------------------
+
+_M = (1 << 64) - 1
+
+
+def _undo(r: int, b: int, alpha: int) -> int:
+    """The first word of runners/timing.py ``_compress`` from its result and second word (no search)."""
+    u = (r * pow(2 * b + 1, -1, 1 << 64)) & _M
+    return ((((u >> 32) | (u << 32)) & _M) - alpha * b) & _M
+
+
+def _steer_leaf0(hashes: list[int], key: int, root: int) -> list[int]:
+    """``hashes`` with entry 0 chosen so that their ``digest`` is ``root`` (what the cheat does, written apart)."""
+    from runners.timing import _padded_words
+
+    def compress(a: int, b: int, alpha: int) -> int:
+        s = (a + alpha * b) & _M
+        return ((((s >> 32) | (s << 32)) & _M) * (2 * b + 1)) & _M
+
+    k, n = key ^ 0x5A5A, len(hashes)
+    x = [h & _M for h in hashes] + [0] * (_padded_words(8 * n) - n)
+    levels = []
+    while len(x) > 1:
+        x = x + [0] * (len(x) % 2)
+        levels.append(x)
+        alpha = (_constant(k, len(levels) - 1) | 1) & _M
+        x = [compress(x[2 * i], x[2 * i + 1], alpha) for i in range(len(x) // 2)]
+    tail = _constant(k, 1000 + 8 * n) & _M
+    target = _undo(_undo(root & _M, tail, (_constant(k, 998) | 1) & _M), tail, (_constant(k, 999) | 1) & _M)
+    for level in reversed(range(len(levels))):
+        target = _undo(target, levels[level][1], (_constant(k, level) | 1) & _M)
+    leaf = target - (1 << 64) if target >> 63 else target
+    return [leaf] + list(hashes[1:])
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "runners/timing.py digest is a tree of _compress(a, b, alpha) = rot32(a + alpha*b) * (2b + 1) modulo 2**64, "
+    "and _compress is a bijection in its first word for a fixed second one, undone by a multiplication by the "
+    "inverse of (2b + 1), a rotation and a subtraction (so are the two folds of the tail). A worker that sent any "
+    "digest inside the judge's clock picks its per-slot hashes afterwards, at reveal, knowing the shown slots: "
+    "their true hashes there, anything elsewhere, and entry 0 solved down the tree's left edge so that the list "
+    "hashes to the digest sent: no search, at 8192 slots as at 12. (The second word is not safe either: given b's "
+    "low half the result's low 32 bits are linear in its high half, a search of 2**32.) Fix (runners/timing.py "
+    "digest): a cryptographic digest of the per-slot hashes, e.g. hashlib.blake2b(hashes.cpu().numpy().tobytes(), "
+    "key=key bytes, digest_size=8) on the host (one 64 KB read-back at 8192 slots, inside the clock on both sides "
+    "alike; it also forces the worker to wait for its pass before it can answer); and in runners/judge_clock.py "
+    "_corroborate ask for the per-slot hashes file BEFORE drawing the shown slots (a `hashes` request right after "
+    "the timed one), so that no entry is written knowing which slots will be checked"))
+def test_the_windows_digest_cannot_be_steered_after_the_clock():
+    gen = torch.Generator().manual_seed(7)
+    key, count = 0x1234_5678_9ABC, 8192
+    root = int(digest(torch.randint(-(1 << 62), 1 << 62, (count,), generator=gen), key))  # sent before anything
+    shown = sorted(torch.randperm(count, generator=gen)[:16].tolist())
+    if 0 in shown:
+        shown = shown[1:]
+    outputs = {k: torch.randn(4096, generator=gen).half() for k in shown}  # computed after the clock, honestly
+    hashes = [0] * count
+    for k in shown:
+        hashes[k] = commitments([outputs[k]], key)[0]
+    steered = torch.tensor(_steer_leaf0(hashes, key, root), dtype=torch.int64)
+    assert all(int(steered[k]) == commitments([outputs[k]], key)[0] for k in shown)  # what the judge checks per slot
+    assert digest(steered, key) != root  # ... and it hashes to the digest sent before the outputs existed
+
+
+WINDOW = {"max_slots": 4, "max_window_slots": 12, "reveal_slots": 2}  # 12 slots, 2 shown a round (prefill-like)
+
+
+@pytest.fixture(scope="module")
+def digest_runs(rms_bundle, tmp_path_factory) -> dict:
+    """The digest forger against a judge of its own on the timed stand-in, at a seed whose window never shows slot
+    0 (the one entry the cheat solves for; 16 of 8192 are shown a round on the GPU)."""
+    [seed] = _seeds_whose_reveals_miss(0, 12, 2, 1)
+    [ev] = _timed_judge(rms_bundle, tmp_path_factory.mktemp("timed6"), [(_source(DIGEST), "verify", seed, WINDOW)],
+                        {"T": 4, "H": 256})
+    return ev
+
+
+def test_the_digest_forger_is_right_where_it_is_checked(digest_runs):
+    """Control: the cheat gets past correctness and reaches the judge's clock (its kernel is honest); what happens
+    there is the xfail below. Printed (``-s``): the credited speedup."""
+    print("digest forger:", json.dumps(digest_runs)[:600])
+    assert digest_runs["stage"] in ("done", "timing"), json.dumps(digest_runs)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "the per-slot hashes are shown after the shown slots are drawn and the digest can be solved for (see "
+    "test_the_windows_digest_cannot_be_steered_after_the_clock): the cheat's worker runs every other slot in the "
+    "judge's window, sends an arbitrary digest, computes the shown slots at reveal off the clock and steers entry 0 "
+    "of its file; runners/judge_clock.py _window_hashes finds the file hashing to the digest, every shown slot "
+    "matching its hash and the oracle. The clock sees half a pass without commitments: the claimed 2x is "
+    "corroborated and credited (1.3-3.8x on this stand-in in four runs). Fix: as in that test (a cryptographic digest; "
+    "the per-slot hashes read before the shown slots are drawn)"))
+def test_a_worker_that_steers_its_digest_after_the_clock_is_refused(digest_runs):
+    ev = digest_runs
+    assert not ev["ok"] and ev["stage"] == "timing" and "committed to" in ev["error"], json.dumps(ev)
+
+
+def _seed_that_never_shows_slot_0(spec, protocol, candidates=range(1, 200)) -> int:
+    """A secret for which the judge's window (runners/judge_clock.py _corroborate, as it draws them) shows slot 0 at
+    none of the cases in none of its rounds (the secret is the evaluation's seed)."""
+    from runners.judge_clock import TimingSteps
+    from runners.protocol import trial_seed
+
+    steps = types.SimpleNamespace(spec=spec, p=protocol)
+    steps._per_call_bytes = lambda case: TimingSteps._per_call_bytes(steps, case)
+    windows = []
+    for index, case in enumerate(spec.cases):
+        count = TimingSteps._slot_count(steps, case, protocol.window_us, protocol.window_bytes,
+                                        protocol.max_window_slots)
+        reveal = min(count, max(2, protocol.max_fetch_bytes // steps._per_call_bytes(case)), protocol.reveal_slots)
+        windows.append((index, count, reveal))
+    for secret in candidates:
+        if not any(0 in torch.randperm(count, generator=torch.Generator().manual_seed(
+                trial_seed(secret, 60_000 + r, index)))[:reveal].tolist()
+                   for index, count, reveal in windows for r in range(protocol.window_rounds)):
+            return secret
+    raise AssertionError("no such seed")
+
+
+@pytest.mark.gpu
+@_needs_gpu
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "prediction (H200): as on the stand-in. The cheat's worker captures a graph of its own over the even slots of "
+    "the judge's window and replays it in the timed request with an arbitrary digest, at the cases of 16 MB or less "
+    "(T=1 and T=512: 8192 and 731 slots), and reports half its sample times there; at a seed whose windows never "
+    "show slot 0 it steers entry 0 of its per-slot file at every reveal. Expected: ok, those cases credited about "
+    "2x (the clock sees half a pass and no commitments), T=4096 about 1.0x. Fix: a cryptographic digest, the "
+    "per-slot hashes read before the shown slots are drawn"))
+def test_gpu_a_worker_that_steers_its_digest_after_the_clock_is_refused(gpu_rms_evaluator):  # noqa: F811
+    from runners.protocol import Protocol
+
+    seed = _seed_that_never_shows_slot_0(gpu_rms_evaluator.spec, Protocol())
+    ev = gpu_rms_evaluator.evaluate(_source(DIGEST), seed=seed, time_it=True, trials=2, static_policy=False)
+    assert ev.stage not in ("compile", "crashed", "baseline", "correctness", "kernel"), _gpu_summary(ev)
+    assert not ev.ok and ev.stage == "timing" and "committed to" in ev.error, _gpu_summary(ev)
+
+
+# ---- 3. an in-place kernel: the window commits to and shows what it returns, None ---------------------------------
+
+def _load(path):
+    spec = importlib.util.spec_from_file_location(f"r6_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _fused_add_rms_norm(x, residual, weight, eps):
+    s = (x.float() + residual.float()).to(x.dtype)
+    y = s.float() * torch.rsqrt(s.float().pow(2).mean(-1, keepdim=True) + eps) * weight.float()
+    return y.to(x.dtype), s
+
+
+def test_an_in_place_kernel_that_skips_odd_slots_is_right_outside_them():
+    """Control: on dense inputs (the correctness trials) the cheat is SGLang's fused_add_rmsnorm; on an odd slot
+    of a slot bank (the timed passes) it writes nothing, and x and residual keep their inputs."""
+    from bot.config import load_config, task_spec
+
+    cheat = _load(CHEATS / IN_PLACE)
+    gen = torch.Generator().manual_seed(9)
+    x, r, w = torch.randn(4, 256, generator=gen), torch.randn(4, 256, generator=gen), torch.rand(256, generator=gen)
+    want = _fused_add_rms_norm(x, r, w, 1e-6)
+    xc, rc = x.clone(), r.clone()
+    cheat.fused_add_rms_norm(xc, rc, w, 1e-6)
+    assert torch.allclose(xc, want[0], atol=1e-4) and torch.allclose(rc, want[1], atol=1e-5)
+    spec = task_spec("fused_add_rms_norm", load_config(SGLITE).kernels["fused_add_rms_norm"], "interpret")
+    case = dataclasses.replace(spec.cases[0], symbols={"T": 4, "H": 256}, dtype="float32")
+    bank = SlotBank(spec.args, case, "cpu", 4)
+    bank.fill(3)
+    before = [{n: t.clone() for n, t in s.items() if isinstance(t, torch.Tensor)} for s in bank.slots]
+    for s in bank.slots:
+        cheat.fused_add_rms_norm(**s)
+    assert torch.equal(bank.slots[1]["x"], before[1]["x"]) and torch.equal(bank.slots[3]["residual"],
+                                                                            before[3]["residual"])
+    want = _fused_add_rms_norm(before[2]["x"], before[2]["residual"], before[2]["weight"], bank.slots[2]["eps"])
+    assert torch.allclose(bank.slots[2]["x"], want[0], atol=1e-4)
+
+
+@pytest.fixture(scope="module")
+def sglite_bundle(tmp_path_factory):
+    from bot.config import load_config, task_spec
+
+    from runners.extract import build_bundle
+
+    spec = task_spec("fused_add_rms_norm", load_config(SGLITE).kernels["fused_add_rms_norm"], "interpret")
+    bundle = tmp_path_factory.mktemp("sglite-norm")
+    build_bundle(SGLITE, spec, bundle)
+    return bundle
+
+
+@pytest.fixture(scope="module")
+def in_place_run(sglite_bundle, tmp_path_factory) -> dict:
+    [ev] = _timed_judge(sglite_bundle, tmp_path_factory.mktemp("timed6-inplace"),
+                        [(_source(IN_PLACE), "verify", 3, {"max_slots": 4, "max_window_slots": 12,
+                                                            "reveal_slots": 12})], {"T": 4, "H": 256})
+    return ev
+
+
+def test_the_in_place_skipper_is_right_where_it_is_checked(in_place_run):
+    """Control: past correctness (layout and masked trials included) to the judge's clock; printed with ``-s``."""
+    print("in-place skipper:", json.dumps(in_place_run)[:600])
+    assert in_place_run["stage"] in ("done", "timing"), json.dumps(in_place_run)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "runners/timing.py SlotTimer.commit hashes self.outputs (what the entry returned), runners/worker.py reveal "
+    "shows timer.outputs[k], and runners/judge_clock.py _corroborate compares those with the oracle's: for an "
+    "entry that works in place and returns None (sglite's fused_add_rms_norm, `written: [x, residual]`) nothing it "
+    "computes in a timed pass is committed to, shown or checked (every slot of 12 is shown here, each None). The "
+    "cheat skips odd slots of a slot bank (its index from its storage offset) and is the baseline in every checked "
+    "call: the samples and the clock both see half the work, about 2x claimed, corroborated and credited. Fix: "
+    "the window's results per slot are (returned, [the slot's tensors named in spec.written]): runners/worker.py "
+    "prepare_timing takes `written` from the judge (runners/judge_clock.py passes self.spec.written in the bank "
+    "request), SlotTimer keeps outputs[k] = (fn(**slot), [slot[n] for n in written]) (the same tensors on every "
+    "graph replay, so CommitPlan's capture holds), reveal encodes that pair, and _corroborate compares it with the "
+    "oracle's pair within tolerance"))
+def test_an_in_place_kernel_that_skips_timed_slots_is_refused(in_place_run):
+    ev = in_place_run
+    assert not ev["ok"] and ev["stage"] == "timing" and "slot" in ev["error"], json.dumps(ev)
+
+
+@pytest.fixture(scope="module")
+def gpu_sglite_evaluator(tmp_path_factory):
+    from bot.config import load_config, task_spec
+
+    from runners.extract import build_bundle
+    from runners.sandbox import Evaluator
+
+    spec = task_spec("fused_add_rms_norm", load_config(SGLITE).kernels["fused_add_rms_norm"], "triton")
+    bundle = tmp_path_factory.mktemp("gpu-r6-sglite")
+    build_bundle(SGLITE, spec, bundle)
+    with Evaluator(bundle, "triton", timeout=300, trials=2) as evaluator:
+        yield evaluator
+
+
+@pytest.mark.gpu
+@_needs_gpu
+@pytest.mark.parametrize("protocol", ["verify", "search"])
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "prediction (H200): at the T=1 cases (16 KB a call; the window's 8192 slots, the samples' 64) the odd slots "
+    "launch nothing, in the samples' graph and in the judge's window alike: about 2x claimed and seen by the "
+    "judge's clock, credited; the own-kernel share is taken on a one-slot bank, where the cheat is the baseline. "
+    "At T=8192 (64 MB a tensor) it is honest: about 1.0x. Expected: ok, T=1 cases about 1.8-2x. Fix: as on the "
+    "stand-in (the written inputs committed to, shown and compared in the window)"))
+def test_gpu_an_in_place_kernel_that_skips_timed_slots_is_refused(gpu_sglite_evaluator, protocol):
+    ev = gpu_sglite_evaluator.evaluate(_source(IN_PLACE), seed=23, time_it=True, trials=2, static_policy=False,
+                                       protocol=protocol)
+    assert ev.stage not in ("compile", "crashed", "baseline", "correctness", "kernel"), _gpu_summary(ev)
+    assert not ev.ok and ev.stage == "timing" and "slot" in ev.error, _gpu_summary(ev)
