@@ -27,32 +27,13 @@ from runners.task import TaskSpec
 from .apply import apply_champion, branch_name, ensure_branch_free
 from .config import KernelConfig, kernel_config, load_config, task_spec
 from .errors import UserError
+from .optimize_options import OptimizeOptions
 from .repo_tests import run_test_with_source
 from .report import build_report, write_report
 from .target import Target, ensure_committed, open_target
 from .verify import decide
 
 log = logging.getLogger("kernelsmith")
-
-
-@dataclass
-class OptimizeOptions:
-    target: Path
-    kernel: str
-    out: Path
-    budget: int = 24
-    backend: str = "auto"  # auto | triton | interpret
-    apply: bool = False
-    seed: int | None = None  # the search's RNG; correctness inputs always use fresh secret seeds
-    min_speedup: float = 1.03  # a champion must beat the baseline by this factor, re-timed
-    trials: int = 3
-    timeout: float = 300.0
-    overwrite: bool = False
-    models: Path | None = None  # YAML file of LLMs and prices; None: the launch-parameter tuner alone
-    preset: str | None = None  # kernel-smith: 40 rounds, temperature 0.6, top-p 0.95
-    operators: list[str] | None = None  # tuner, rewrite, diff
-    resume_from: Path | None = None  # the run store of an interrupted run (kernelsmith resume)
-    limits: dict | None = None  # more budgets of the search: rounds, wall_s, tokens, money, stagnation
 
 
 @dataclass

@@ -29,7 +29,7 @@ def load_pipeline(name: str) -> Callable:
 
 def options_for(kernel: str, options: dict, target: Path, out: Path, backend: str):
     """The pipeline's options from the job record (the CLI's options, or a command's budget and backend)."""
-    from bot.optimize import OptimizeOptions
+    from bot.optimize_options import OptimizeOptions
 
     fields = {f.name for f in dataclasses.fields(OptimizeOptions)}
     extra = {k: v for k, v in (options or {}).items() if k in fields and k not in ("target", "out", "kernel")}
