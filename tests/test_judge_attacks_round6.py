@@ -18,7 +18,7 @@ import types
 
 import pytest
 import torch
-from conftest import CHEATS, ROOT
+from conftest import CHEATS, EXAMPLE, ROOT
 from test_judge_attacks_round4 import (  # noqa: F401
     _gpu_summary,
     _import,
@@ -39,6 +39,18 @@ DIGEST = "round6_forges_the_window_digest.py"
 IN_PLACE = "round6_in_place_skips_unchecked_slots.py"
 FILL = "round6_sheds_the_fills_scaling.py"
 SGLITE = ROOT / "examples" / "sglite"
+
+
+def test_the_policy_lets_the_kernel_level_cheats_through():
+    """The layout cheats and the in-place skipper touch no worker code: the static policy has nothing to refuse in
+    them (the judge alone must hold, as the xfails below say it does not)."""
+    from runners.policy import check_source
+
+    rms = (EXAMPLE / "tinyserve" / "kernels" / "rms_norm.py").read_text()
+    norm = (SGLITE / "python" / "sglite" / "srt" / "layers" / "elementwise" / "fused_add_rms_norm.py").read_text()
+    for cheat, baseline, entry in ((PAD_WIDTHS, rms, "rms_norm"), (INSIDE, rms, "rms_norm"),
+                                   (IN_PLACE, norm, "fused_add_rms_norm")):
+        assert check_source(_source(cheat), baseline, entry) == [], cheat
 
 
 def _qkv_slice(seed: int, rows: int = 6, width: int = 96) -> tuple[torch.Tensor, torch.Tensor]:
