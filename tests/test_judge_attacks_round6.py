@@ -5,7 +5,8 @@ the lead-credit rule and the preload's device warm-up.
 
 Each attack has a cheat in tests/cheats/round6_*.py, a control showing what it does outside the judge (wrong on a
 caller's input, or the mechanism on its own), and the judge's verdict; the ones the judge lets through are strict
-xfails with the mechanism and the fix in their reasons. Timing attacks run on the timed CPU stand-in of
+xfails with the mechanism and the fix in their reasons (the two closed while this round ran, the tree digest and
+the in-place writes, are plain tests with the hole described above them). Timing attacks run on the timed CPU stand-in of
 tests/test_judge_attacks.py through round 4's judge of their own (``_timed_judge``); their GPU forms are
 predictions (gpu-marked, skipped here).
 """
@@ -43,7 +44,8 @@ SGLITE = ROOT / "examples" / "sglite"
 
 def test_the_policy_lets_the_kernel_level_cheats_through():
     """The layout cheats and the in-place skipper touch no worker code: the static policy has nothing to refuse in
-    them (the judge alone must hold, as the xfails below say it does not)."""
+    them: the judge alone must hold (it does against the in-place skipper since its fix; the layout cheats' strict
+    xfails below say it does not)."""
     from runners.policy import check_source
 
     rms = (EXAMPLE / "tinyserve" / "kernels" / "rms_norm.py").read_text()
@@ -161,19 +163,16 @@ def _steer_leaf0(hashes: list[int], key: int, root: int) -> list[int]:
     return [leaf] + list(hashes[1:])
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "runners/timing.py digest is a tree of _compress(a, b, alpha) = rot32(a + alpha*b) * (2b + 1) modulo 2**64, "
-    "and _compress is a bijection in its first word for a fixed second one, undone by a multiplication by the "
-    "inverse of (2b + 1), a rotation and a subtraction (so are the two folds of the tail). A worker that sent any "
-    "digest inside the judge's clock picks its per-slot hashes afterwards, at reveal, knowing the shown slots: "
-    "their true hashes there, anything elsewhere, and entry 0 solved down the tree's left edge so that the list "
-    "hashes to the digest sent: no search, at 8192 slots as at 12. (The second word is not safe either: given b's "
-    "low half the result's low 32 bits are linear in its high half, a search of 2**32.) Fix (runners/timing.py "
-    "digest): a cryptographic digest of the per-slot hashes, e.g. hashlib.blake2b(hashes.cpu().numpy().tobytes(), "
-    "key=key bytes, digest_size=8) on the host (one 64 KB read-back at 8192 slots, inside the clock on both sides "
-    "alike; it also forces the worker to wait for its pass before it can answer); and in runners/judge_clock.py "
-    "_corroborate ask for the per-slot hashes file BEFORE drawing the shown slots (a `hashes` request right after "
-    "the timed one), so that no entry is written knowing which slots will be checked"))
+# Was a hole (found by this round, closed in the working tree as it ran): runners/timing.py digest was a tree of
+# _compress(a, b, alpha) = rot32(a + alpha*b) * (2b + 1) modulo 2**64, and _compress is a bijection in its first word
+# for a fixed second one, undone by a multiplication by the inverse of (2b + 1), a rotation and a subtraction (so were
+# the two folds of the tail). A worker that sent any digest inside the judge's clock picked its per-slot hashes
+# afterwards, at reveal, knowing the shown slots: their true hashes there, anything elsewhere, and entry 0 solved down
+# the tree's left edge (``_steer_leaf0``) so that the list hashed to the digest sent: no search, at 8192 slots as at
+# 12. (The second word is not safe either: given b's low half, the result's low 32 bits are linear in its high half, a
+# search of 2**32.) The digest is now a keyed BLAKE2b of the per-slot hashes on the host. Still advised: ask for the
+# per-slot file before drawing the shown slots (runners/judge_clock.py _corroborate), so that no entry is ever
+# written knowing which slots will be checked.
 def test_the_windows_digest_cannot_be_steered_after_the_clock():
     gen = torch.Generator().manual_seed(7)
     key, count = 0x1234_5678_9ABC, 8192
@@ -213,19 +212,15 @@ def digest_runs(rms_timed_runs) -> dict:
 
 def test_the_digest_forger_is_right_where_it_is_checked(digest_runs):
     """Control: the cheat gets past correctness and reaches the judge's clock (its kernel is honest); what happens
-    there is the xfail below. Printed (``-s``): the credited speedup."""
+    there is the test below. Printed (``-s``): the verdict."""
     print("digest forger:", json.dumps(digest_runs)[:600])
     assert digest_runs["stage"] in ("done", "timing"), json.dumps(digest_runs)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the per-slot hashes are shown after the shown slots are drawn and the digest can be solved for (see "
-    "test_the_windows_digest_cannot_be_steered_after_the_clock): the cheat's worker runs every other slot in the "
-    "judge's window, sends an arbitrary digest, computes the shown slots at reveal off the clock and steers entry 0 "
-    "of its file; runners/judge_clock.py _window_hashes finds the file hashing to the digest, every shown slot "
-    "matching its hash and the oracle. The clock sees half a pass without commitments: the claimed 2x is "
-    "corroborated and credited (1.3-3.8x on this stand-in in four runs). Fix: as in that test (a cryptographic digest; "
-    "the per-slot hashes read before the shown slots are drawn)"))
+# Was a hole (the tree digest above): the cheat's worker runs every other slot in the judge's window, sends an
+# arbitrary digest, computes the shown slots at reveal off the clock and steers entry 0 of its file; runners/
+# judge_clock.py _window_hashes found the file hashing to the digest, every shown slot matching its hash and the
+# oracle, and the claimed 2x was corroborated and credited (1.3-3.8x on this stand-in in four runs).
 def test_a_worker_that_steers_its_digest_after_the_clock_is_refused(digest_runs):
     ev = digest_runs
     assert not ev["ok"] and ev["stage"] == "timing" and "committed to" in ev["error"], json.dumps(ev)
@@ -255,14 +250,11 @@ def _seed_that_never_shows_slot_0(spec, protocol, candidates=range(1, 200)) -> i
 
 @pytest.mark.gpu
 @_needs_gpu
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "prediction (H200): as on the stand-in. The cheat's worker captures a graph of its own over the even slots of "
-    "the judge's window and replays it in the timed request with an arbitrary digest, at the cases of 16 MB or less "
-    "(T=1 and T=512: 8192 and 731 slots), and reports half its sample times there; at a seed whose windows never "
-    "show slot 0 it steers entry 0 of its per-slot file at every reveal. Expected: ok, those cases credited about "
-    "2x (the clock sees half a pass and no commitments), T=4096 about 1.0x. Fix: a cryptographic digest, the "
-    "per-slot hashes read before the shown slots are drawn"))
 def test_gpu_a_worker_that_steers_its_digest_after_the_clock_is_refused(gpu_rms_evaluator):  # noqa: F811
+    """The GPU form: a graph of the cheat's own over the even slots replayed in the timed request with an arbitrary
+    digest at the cases of 16 MB or less (T=1 and T=512: 8192 and 731 slots), half its sample times reported there,
+    entry 0 of its per-slot file steered at every reveal, at a seed whose windows never show slot 0. With the tree
+    digest it was predicted ok, those cases credited about 2x; with the BLAKE2b digest it must be refused."""
     from runners.protocol import Protocol
 
     protocol = getattr(gpu_rms_evaluator, "protocol", None) or Protocol()
@@ -372,18 +364,13 @@ def test_the_in_place_skipper_is_right_where_it_is_checked(in_place_run):
     assert in_place_run["stage"] in ("done", "timing"), json.dumps(in_place_run)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "runners/timing.py SlotTimer.commit hashes self.outputs (what the entry returned), runners/worker.py reveal "
-    "shows timer.outputs[k], and runners/judge_clock.py _corroborate compares those with the oracle's: for an "
-    "entry that works in place and returns None (sglite's fused_add_rms_norm, `written: [x, residual]`) nothing it "
-    "computes in a timed pass is committed to, shown or checked (every slot of 12 is shown here, each None). The "
-    "cheat skips odd slots of a slot bank (its index from its storage offset) and is the baseline in every checked "
-    "call: the samples and the clock both see half the work, about 2x claimed, corroborated and credited. Fix: "
-    "the window's results per slot are (returned, [the slot's tensors named in spec.written]): runners/worker.py "
-    "prepare_timing takes `written` from the judge (runners/judge_clock.py passes self.spec.written in the bank "
-    "request), SlotTimer keeps outputs[k] = (fn(**slot), [slot[n] for n in written]) (the same tensors on every "
-    "graph replay, so CommitPlan's capture holds), reveal encodes that pair, and _corroborate compares it with the "
-    "oracle's pair within tolerance"))
+# Was a hole (found by this round, closed in the working tree as it ran): runners/timing.py SlotTimer.commit hashed
+# self.outputs (what the entry returned), runners/worker.py reveal showed timer.outputs[k], and runners/judge_clock.py
+# _corroborate compared those with the oracle's: for an entry that works in place and returns None (sglite's
+# fused_add_rms_norm, `written: [x, residual]`) nothing it computed in a timed pass was committed to, shown or checked.
+# The cheat skips odd slots of a slot bank (its index from its storage offset) and is the baseline in every checked
+# call: the samples and the clock both saw half the work, about 2x, corroborated and credited. The window's result
+# per slot is now (returned, *written inputs) (runners/worker.py _with_written, `written` in the bank request).
 def test_an_in_place_kernel_that_skips_timed_slots_is_refused(in_place_run):
     ev = in_place_run
     assert not ev["ok"] and ev["stage"] == "timing" and "slot" in ev["error"], json.dumps(ev)
@@ -406,13 +393,11 @@ def gpu_sglite_evaluator(tmp_path_factory):
 @pytest.mark.gpu
 @_needs_gpu
 @pytest.mark.parametrize("protocol", ["verify", "search"])
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "prediction (H200): at the T=1 cases (16 KB a call; the window's 8192 slots, the samples' 64) the odd slots "
-    "launch nothing, in the samples' graph and in the judge's window alike: about 2x claimed and seen by the "
-    "judge's clock, credited; the own-kernel share is taken on a one-slot bank, where the cheat is the baseline. "
-    "At T=8192 (64 MB a tensor) it is honest: about 1.0x. Expected: ok, T=1 cases about 1.8-2x. Fix: as on the "
-    "stand-in (the written inputs committed to, shown and compared in the window)"))
 def test_gpu_an_in_place_kernel_that_skips_timed_slots_is_refused(gpu_sglite_evaluator, protocol):
+    """The GPU form: at the T=1 cases (16 KB a call; the window's 8192 slots, the samples' 64) the odd slots launch
+    nothing, in the samples' graph and the judge's window alike (the own-kernel share is taken on a one-slot bank,
+    where the cheat is the baseline); at T=8192 it is honest. Before the written inputs were part of the window's
+    results this was predicted ok, the T=1 cases credited about 1.8-2x."""
     ev = gpu_sglite_evaluator.evaluate(_source(IN_PLACE), seed=23, time_it=True, trials=2, static_policy=False,
                                        protocol=protocol)
     assert ev.stage not in ("compile", "crashed", "baseline", "correctness", "kernel"), _gpu_summary(ev)

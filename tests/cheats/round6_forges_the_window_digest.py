@@ -144,10 +144,11 @@ def _half_window(req):
     timer.bank.fill(int(req["seed"]))  # the values are known only now, as for the honest handler
     if getattr(timer, "half", None) is not None:
         timer.half.replay()
-        torch.cuda.synchronize()
     else:
         for kwargs in timer.slots[::2]:
             rms_norm(**kwargs)
+    if timer.slots[0]["hidden_states"].is_cuda:
+        torch.cuda.synchronize()  # the half pass is done when the reply goes (it need not be: see the report)
     key = int(req.get("key", 0))
     root = _signed(_timing._constant(key, 4242) & _M)  # any number will do
     _state.update(key=key, root=root)
