@@ -44,7 +44,7 @@ def test_optimize_with_models_then_export_and_resume(example_repo, tmp_path):
         models = models_file(tmp_path, server.url)
         proc = kernelsmith("optimize", example_repo, "--kernel", "softmax", "--backend", "interpret", "--budget", 2,
                            "--models", models, "--operators", "rewrite", "--preset", "kernel-smith", "--seed", 1,
-                           "--out", out)
+                           "--trials", 1, "--out", out)
         assert proc.returncode == 0, proc.stderr
         requests = list(server.requests)
     store = RunStore(out / "run.sqlite")
