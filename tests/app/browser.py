@@ -28,6 +28,17 @@ def dom(url: str) -> str:
                           check=True).stdout
 
 
+def render(url: str, path: Path) -> str:
+    """The DOM after scripts ran and a screenshot to ``path``, from one Chromium start (each start is seconds);
+    a Chromium that takes only one of the two flags per run gets a second run for the screenshot."""
+    path.unlink(missing_ok=True)
+    page = subprocess.run([chromium(), *FLAGS, "--dump-dom", f"--screenshot={path}", url], capture_output=True,
+                          text=True, timeout=120, check=True).stdout
+    if not path.is_file():
+        screenshot(url, path)
+    return page
+
+
 def pixels(path: Path) -> tuple[int, int, list[bytes]]:
     """(width, height, rows of RGB(A) bytes) of an 8-bit, non-interlaced PNG, as Chromium writes them."""
     data = path.read_bytes()

@@ -67,11 +67,11 @@ def test_comment_to_pull_request_update_and_human_push(serve, stub, remote, tmp_
     # The job pages: the list, and the job's report with its chart drawn by the locally served Chart.js.
     index = httpx.get(svc.url + "/").text
     assert 'data-job="1" data-state="done"' in index
-    page = browser.dom(f"{svc.url}/jobs/1")
+    shot = tmp_path / "job1.png"
+    page = browser.render(f"{svc.url}/jobs/1", shot)
     assert 'data-chart-points="4"' in page  # set by the page's script after Chart.js built the chart
     assert re.search(r'<canvas id="speedup-chart"[^>]*style="[^"]*width: \d+px', page)  # sized by Chart.js
     assert "<table>" in page and "T=512" in page  # the report, rendered from markdown
-    shot = browser.screenshot(f"{svc.url}/jobs/1", tmp_path / "job1.png")
     assert browser.count_color(shot, (31, 119, 180)) > 300  # the best-speedup line, in the chart's colour
     assert httpx.get(svc.url + "/static/chart.umd.min.js").text.startswith("/*!\n * Chart.js v4")
 
