@@ -18,6 +18,33 @@ CHEATS = Path(__file__).resolve().parent / "cheats"
 AUTHOR = git.Actor("kernelsmith tests", "tests@localhost")
 
 
+# Host-clock tests (the judge's timed stand-ins: speedups claimed, credited, corroborated) must not share the cores
+# with another test. Under pytest-xdist (-n 2) a test of these files holds an exclusive lock and every other test a
+# shared one, so the other worker waits between two of its tests while a timed test runs; in one process: no lock.
+TIMED_FILES = ("test_judge_attacks", "test_anti_cheat.py", "test_protocols.py", "test_gpu")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):  # setup (module fixtures too), call and teardown: all under the lock
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if not run or os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") == "1":
+        yield
+        return
+    import fcntl
+    import tempfile
+
+    exclusive = item.path.name.startswith(TIMED_FILES)
+    base = Path(tempfile.gettempdir()) / f"kernelsmith-pytest-{run}"
+    with open(f"{base}.turn", "a") as turn, open(f"{base}.lock", "a") as lock:
+        fcntl.flock(turn, fcntl.LOCK_EX)  # a turnstile: a timed test waiting for its lock lets no new test start
+        fcntl.flock(lock, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        fcntl.flock(turn, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def commit_all(repo: git.Repo, message: str) -> str:
     repo.git.add(A=True)
     return repo.index.commit(message, author=AUTHOR, committer=AUTHOR).hexsha
