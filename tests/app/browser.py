@@ -8,6 +8,8 @@ import subprocess
 import zlib
 from pathlib import Path
 
+import numpy as np
+
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--hide-scrollbars",
          "--no-first-run", "--window-size=900,900", "--virtual-time-budget=5000"]
 
@@ -54,32 +56,32 @@ def pixels(path: Path) -> tuple[int, int, list[bytes]]:
         elif kind == b"IDAT":
             idat += chunk
         pos += 12 + length
-    raw, stride, rows, prev = zlib.decompress(idat), width * bpp, [], bytearray(width * bpp)
+    raw, stride, rows, prev = zlib.decompress(idat), width * bpp, [], np.zeros(width * bpp, np.uint8)
     for y in range(height):
-        f, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
-        for i in range(stride):
-            a = line[i - bpp] if i >= bpp else 0
-            b, c = prev[i], prev[i - bpp] if i >= bpp else 0
-            if f == 1:
-                line[i] = (line[i] + a) & 255
-            elif f == 2:
-                line[i] = (line[i] + b) & 255
-            elif f == 3:
-                line[i] = (line[i] + (a + b) // 2) & 255
-            elif f == 4:
-                p = a + b - c
-                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
-                line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
-        rows.append(bytes(line))
+        f = raw[y * (stride + 1)]
+        line = np.frombuffer(raw, np.uint8, stride, y * (stride + 1) + 1).copy()
+        if f == 1:  # Sub: each byte adds the one bpp to its left, a running sum per channel
+            line = (np.cumsum(line.reshape(width, bpp), axis=0, dtype=np.uint64) % 256).astype(np.uint8).ravel()
+        elif f == 2:  # Up
+            line += prev
+        elif f in (3, 4):  # Average and Paeth depend on the byte just decoded: byte by byte
+            out, up = bytearray(line.tobytes()), prev.tobytes()
+            for i in range(stride):
+                a = out[i - bpp] if i >= bpp else 0
+                b, c = up[i], up[i - bpp] if i >= bpp else 0
+                if f == 3:
+                    out[i] = (out[i] + (a + b) // 2) & 255
+                else:
+                    p = a + b - c
+                    pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                    out[i] = (out[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
+            line = np.frombuffer(bytes(out), np.uint8)
+        rows.append(line.tobytes())
         prev = line
     return width, bpp, rows
 
 
 def count_color(path: Path, rgb: tuple[int, int, int], tol: int = 40) -> int:
     width, bpp, rows = pixels(path)
-    n = 0
-    for row in rows:
-        for x in range(0, width * bpp, bpp):
-            if all(abs(row[x + k] - rgb[k]) <= tol for k in range(3)):
-                n += 1
-    return n
+    image = np.frombuffer(b"".join(rows), np.uint8).reshape(len(rows), width, bpp)[..., :3].astype(np.int16)
+    return int((np.abs(image - np.array(rgb, np.int16)) <= tol).all(axis=-1).sum())
