@@ -1,6 +1,8 @@
 """Inputs for one case, made by the harness from a seed the candidate never sees."""
 from __future__ import annotations
 
+import math
+
 import torch
 
 from .recorded import tensor as recorded_tensor
@@ -61,7 +63,7 @@ def scalar_value(spec: ArgSpec, gen: torch.Generator, device: str, trial: int):
 
 
 def strided(t: torch.Tensor, strides: list[int] | None, gen: torch.Generator | None = None,
-            offset: int = 0) -> torch.Tensor:
+            offset: int = 0, spread: bool = True) -> torch.Tensor:
     """``t``'s values in a tensor with the given strides (a captured, non-contiguous layout), ``offset`` elements
     into its storage. The storage runs to the end of the outermost dimension's last step, as a slice's of a wider
     buffer does (``qkv[:, :H]``: rows x row stride), and its places outside the view hold values drawn with ``gen``
@@ -76,22 +78,27 @@ def strided(t: torch.Tensor, strides: list[int] | None, gen: torch.Generator | N
     else:
         span = 1 + sum((n - 1) * s for n, s in zip(t.shape, strides))
         size = max(offset + span, max(n * s for n, s in zip(t.shape, strides)))
-        storage = padding_like(t, size, gen) if gen is not None else torch.zeros(size, dtype=t.dtype, device=t.device)
+        storage = padding_like(t, size, gen, spread) if gen is not None else \
+            torch.zeros(size, dtype=t.dtype, device=t.device)
         out = storage.as_strided(t.shape, strides, offset)
     out.copy_(t)
     return out
 
 
-# A padding value lies between two of the tensor's own values, at most this far from the first: finite, within
-# their range, of their scale, and (in float32) no exact copy of a value of the view, nothing past a row that only
-# the judge would put there.
-PAD_MIX = 0.5
+# A padding value is a + w (b - a) for two of the tensor's own values a, b. Two kinds, both tried at every case
+# (runners/judge.py ``_check_layout``), so that a kernel that keys on either fails the other
+# (tests/test_judge_attacks_round6.py: a kernel took the strides only when the padding lay inside the view's
+# range): ``spread=False``, w in (0, PAD_MIX] (inside the view's range); ``spread=True``, w in [-1, 2) and each
+# value times a factor log-uniform in 10**(+-PAD_SPREAD_LOG10) (past the view's extremes, as a caller's
+# neighbouring data, k and v beside q, may be). Finite either way.
+PAD_MIX, PAD_SPREAD_LOG10 = 0.5, 2.0
 
 
-def padding_like(t: torch.Tensor, size: int, gen: torch.Generator) -> torch.Tensor:
+def padding_like(t: torch.Tensor, size: int, gen: torch.Generator, spread: bool = True) -> torch.Tensor:
     """``size`` values like ``t``'s, to lie around it in a wider buffer as a caller's neighbouring data does (the
     rest of a fused qkv, the other columns of a wide activation): floating ones ``a + w (b - a)`` for two of
-    ``t``'s finite values at two places drawn at random and ``w`` in (0, ``PAD_MIX``]; integers and bools drawn
+    ``t``'s finite values at two places drawn at random (``spread``: see ``PAD_SPREAD_LOG10``); integers and
+    bools drawn
     from ``t``'s as they are (indices stay indices). A kernel that reads them instead of its own rows gets finite,
     wrong values."""
     flat = t.detach().reshape(-1)
@@ -107,21 +114,47 @@ def padding_like(t: torch.Tensor, size: int, gen: torch.Generator) -> torch.Tens
         return flat[first.to(t.device)]
     # another place than the first's (a value mixed with itself would be a copy), and a weight above 0
     second = (first + 1 + torch.randint(max(1, n - 1), (size,), generator=gen, device=gen.device)) % n
-    w = PAD_MIX * (1 - torch.rand(size, generator=gen, device=gen.device))
     a, b = flat[first.to(t.device)].float(), flat[second.to(t.device)].float()
-    return (a + w.to(t.device) * (b - a)).to(t.dtype)
+    if not spread:
+        w = PAD_MIX * (1 - torch.rand(size, generator=gen, device=gen.device))
+        return (a + w.to(t.device) * (b - a)).to(t.dtype)
+    w = -1.0 + 3.0 * torch.rand(size, generator=gen, device=gen.device)
+    factor = 10 ** (PAD_SPREAD_LOG10 * (2 * torch.rand(size, generator=gen, device=gen.device) - 1))
+    values = (a + w.to(t.device) * (b - a)) * factor.to(t.device)
+    big = torch.finfo(t.dtype).max / 4  # finite in the tensor's dtype
+    return values.clamp(-big, big).to(t.dtype)
 
 
-# A row-padded layout: the same values, every tensor of two or more dimensions the first columns of rows a multiple
-# of this many bytes wider (what a caller hands over when it passes a slice of a wider buffer, ``qkv[:, :H]``). 64 bytes, and
-# a view starting at a multiple of 16 bytes into its row (``qkv[:, H:2H]``), keep every row as aligned as the dense
-# layout's, up to the 16 bytes Triton specializes pointers on.
-ROW_PAD_BYTES = 64
+# A row-padded layout: the same values, every tensor of two or more dimensions the first columns of wider rows (what
+# a caller hands over when it passes a slice of a wider buffer, ``qkv[:, :H]``). Each argument's pad is drawn per
+# trial, log-uniform in 16-byte steps from 16 bytes up to PAD_ROWS rows (a fused qkv's q has a pad of two rows), so
+# that no kernel can enumerate the judge's widths (a fixed 64, 128... bytes was told apart:
+# tests/test_judge_attacks_round6.py); a view starts at a multiple of 16 bytes into its row (``qkv[:, H:2H]``), as
+# aligned as the dense layout's up to the 16 bytes Triton specializes pointers on. Tensors over PAD_BIG_BYTES get
+# at most one row of pad (the trial's storage and its file stay within twice the tensor).
+PAD_ROWS, PAD_BIG_BYTES = 4, 64 << 20
 VIEW_ALIGN_BYTES = 16
 
 
+def _pad_elems(t: torch.Tensor, gen: torch.Generator, taken: set[int]) -> int:
+    """One argument's row pad, in elements: drawn from ``gen``, and not one another argument of the call has (a
+    kernel that addresses one input with another's strides is then wrong, as for a caller passing one strided
+    input beside another)."""
+    unit = max(1, VIEW_ALIGN_BYTES // t.element_size())
+    row = t.shape[-1] * t.element_size()
+    most = max(4, (row * (PAD_ROWS if t.numel() * t.element_size() <= PAD_BIG_BYTES else 1)) // VIEW_ALIGN_BYTES)
+    for _ in range(8):
+        steps = int(math.exp(float(torch.rand(1, generator=gen, device=gen.device)) * math.log(most + 1)))
+        pad = unit * max(1, min(most, steps))
+        if pad not in taken:
+            break
+        pad += unit * (1 + len(taken))
+    taken.add(pad)
+    return pad
+
+
 def row_padded(kwargs: dict, keep=(), every_level: bool = False,
-               gen: torch.Generator | None = None) -> tuple[dict, list[str]]:
+               gen: torch.Generator | None = None, spread: bool = True) -> tuple[dict, list[str]]:
     """``kwargs`` with every dense tensor of two or more dimensions (but those named in ``keep``: a captured
     layout) copied into a padded layout; returns the new arguments and the names of those changed. Rows are padded;
     with ``every_level`` each outer dimension too (q and k split from a fused qkv: the token stride is not
@@ -131,7 +164,7 @@ def row_padded(kwargs: dict, keep=(), every_level: bool = False,
     trial from a caller's slice, and a kernel that reads the padding, ignoring the strides, gives finite, wrong
     values, which the judge does not hold the candidate to (the baseline) or refuses (the candidate). The judge
     passes ``gen`` seeded per trial from its secret; without one the draws are seeded 0."""
-    out, changed = dict(kwargs), []
+    out, changed, taken = dict(kwargs), [], set()
     for name, t in kwargs.items():
         if not isinstance(t, torch.Tensor) or t.dim() < 2 or not t.numel() or name in keep or not t.is_contiguous():
             continue
@@ -139,15 +172,13 @@ def row_padded(kwargs: dict, keep=(), every_level: bool = False,
             continue
         if gen is None:
             gen = torch.Generator(device=t.device).manual_seed(0)
-        # each tensor its own padding (64, 128, 192... bytes by argument order): a kernel that addresses one input
-        # with another's strides is wrong here, as for a caller passing one strided input beside a dense one
-        pad = max(1, (len(changed) + 1) * ROW_PAD_BYTES // t.element_size())
+        pad = _pad_elems(t, gen, taken)
         strides = [1, t.shape[-1] + pad]
         for d in reversed(t.shape[1:-1]):
             strides.append(strides[-1] * d + (pad if every_level else 0))
         align = max(1, VIEW_ALIGN_BYTES // t.element_size())
         offset = align * int(torch.randint(pad // align + 1, (1,), generator=gen, device=gen.device))
-        out[name] = strided(t, list(reversed(strides)), gen, offset)
+        out[name] = strided(t, list(reversed(strides)), gen, offset, spread)
         changed.append(name)
     return out, changed
 
@@ -232,8 +263,9 @@ class SlotBank:
 
     ALIGN = 256  # bytes: every slot starts aligned, as a fresh allocation would
 
-    def __init__(self, args: list[ArgSpec], case: Case, device: str, count: int):
+    def __init__(self, args: list[ArgSpec], case: Case, device: str, count: int, spread: bool = True):
         self.args, self.case, self.device, self.count = args, case, device, count
+        self.spread = spread  # a scale per slot (the samples); one per fill (the judge's window: nothing to fold)
         self.blocks: dict[str, torch.Tensor] = {}
         self.slots: list[dict] = [{} for _ in range(count)]
         self.copies: list[tuple[torch.Tensor, torch.Tensor]] = []  # (slot tensor, its values in the block)
@@ -297,13 +329,19 @@ class SlotBank:
                 block.random_(int(spec.low), int(spec.high), generator=gen)
             elif spec.dist == "uniform":
                 block.uniform_(spec.low, spec.high, generator=gen)
-            else:
+            elif self.spread and spec.vary:
                 lo, hi = SCALE_LOG10
                 scales = 10 ** (lo + (hi - lo) * torch.rand((block.shape[0], 1), generator=gen, device=self.device))
-                if not spec.vary:
-                    scales = torch.ones_like(scales)
                 block.normal_(generator=gen)
                 block.mul_((scales * spec.scale).to(block.dtype))
+            else:
+                # the judge's window: one pass, one scale per block and seed. A separate scaling pass (a read and a
+                # write of every slot, timed with the pass) is work a candidate's worker could fold into its
+                # kernel's loads and have the judge credit (tests/test_judge_attacks_round6.py)
+                lo, hi = SCALE_LOG10
+                scale = 10 ** (lo + (hi - lo) * float(torch.rand(1, generator=gen, device=self.device))) \
+                    if spec.vary else 1.0
+                block.normal_(mean=0.0, std=scale * spec.scale, generator=gen)
         for t, source in self.copies:
             t.copy_(source)
 

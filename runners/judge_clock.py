@@ -171,6 +171,9 @@ class TimingSteps:
         p = self.p
         count = self._slot_count(case, p.window_us, p.window_bytes, p.max_window_slots)
         bank = self._bank_request(case, count, trial_seed(secret, 40_000, index))
+        # An entry that works in place (returns None, writes `x` and `residual`) has its written inputs committed
+        # to, shown and compared with what it returns: otherwise nothing it computes in the window is checked
+        bank["written"] = list(self.spec.written)
         for worker in (self.oracle, self.candidate):
             with self._spent("window_prepare"):
                 reply = worker.request("prepare_timing", which="window", **bank)

@@ -11,6 +11,8 @@ fresh values (``window``), whose outputs it then checks slot by slot (runners/ju
 """
 from __future__ import annotations
 
+import hashlib
+
 import math
 import time
 from collections.abc import Callable
@@ -125,12 +127,18 @@ def commitments(outputs: list, key: int = 0) -> list[int]:
 
 
 def digest(hashes: torch.Tensor, key: int) -> int:
-    """The one commitment to a whole window: the hash of its slots' hashes (an int64 tensor, one per slot), as the
-    worker sends it inside the judge's clock; the per-slot hashes travel later and must hash to it."""
-    flat = hashes.detach().reshape(-1).to(torch.int64)
-    words = torch.zeros((1, _padded_words(8 * flat.numel())), dtype=torch.int64, device=flat.device)
-    words[0, :flat.numel()] = flat
-    return int(hash_rows(words, 8 * flat.numel(), key ^ 0x5A5A)[0])
+    """The one commitment to a whole window: a keyed BLAKE2b of its slots' hashes (an int64 tensor, one per slot),
+    as the worker sends it inside the judge's clock; the per-slot hashes travel later and must hash to it.
+
+    Cryptographic on purpose: the slot hashes' tree (``hash_rows``) is invertible in one word, so a digest made of
+    it could be sent first and a list that hashes to it solved for afterwards, knowing which slots the judge shows
+    (tests/test_judge_attacks_round6.py). Computed on the host (64 KB read back at 8192 slots), which also makes
+    the worker wait for its pass before it can answer."""
+    flat = hashes.detach().reshape(-1).to(torch.int64).cpu().contiguous()
+    raw = flat.numpy().tobytes()
+    mac = hashlib.blake2b(raw + len(raw).to_bytes(8, "little"), digest_size=8,
+                          key=(int(key) % 2**128).to_bytes(16, "little")).digest()
+    return int.from_bytes(mac, "little") % 2**63
 
 
 class CommitPlan:

@@ -155,7 +155,7 @@ class Server:
     def _bank(self, req: dict) -> SlotBank:
         args = [ArgSpec(**a) for a in req["args"]]
         case = Case(**req["case"])
-        bank = SlotBank(args, case, self.device, int(req["count"]))
+        bank = SlotBank(args, case, self.device, int(req["count"]), spread=req.get("which") != "window")
         bank.fill(int(req["seed"]))
         return bank
 
@@ -167,6 +167,9 @@ class Server:
             torch.cuda.empty_cache()
         fn = self.reference if req.get("reference") else self.fn
         bank = self._bank(req)
+        written = [str(n) for n in req.get("written") or []]
+        if written and req.get("which") == "window":
+            fn = _with_written(fn, written)
         timer = SlotTimer(fn, bank.slots)
         timer.bank = bank
         method = timer.prepare()
@@ -262,6 +265,14 @@ class Server:
                          "error": f"{type(exc).__name__}: {exc}", "traceback": short_traceback(exc)}
             reply["seq"] = req.get("seq")
             self.channel.send(reply)
+
+
+def _with_written(fn, written: list[str]):
+    """A slot's result in the judge's window: what the entry returns and the inputs it writes in place (the same
+    tensors on every graph replay), committed to and shown together."""
+    def call(**slot):
+        return (fn(**slot), *[slot[name] for name in written if name in slot])
+    return call
 
 
 def main() -> None:

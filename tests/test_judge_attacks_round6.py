@@ -4,9 +4,9 @@ padding carried with the storage (runners/inputs.py ``padding_like``/``row_padde
 the lead-credit rule and the preload's device warm-up.
 
 Each attack has a cheat in tests/cheats/round6_*.py, a control showing what it does outside the judge (wrong on a
-caller's input, or the mechanism on its own), and the judge's verdict; the ones the judge lets through are strict
-xfails with the mechanism and the fix in their reasons (the two closed while this round ran, the tree digest and
-the in-place writes, are plain tests with the hole described above them). Timing attacks run on the timed CPU stand-in of
+caller's input, or the mechanism on its own), and the judge's verdict. All five are closed (the tree digest and the
+in-place writes while this round ran; the fill's foldable scaling, the layout trial's fixed pad widths and its
+padding bounded by the view's values after it): plain tests, with the hole described above each. Timing attacks run on the timed CPU stand-in of
 tests/test_judge_attacks.py through round 4's judge of their own (``_timed_judge``); their GPU forms are
 predictions (gpu-marked, skipped here).
 """
@@ -44,8 +44,7 @@ SGLITE = ROOT / "examples" / "sglite"
 
 def test_the_policy_lets_the_kernel_level_cheats_through():
     """The layout cheats and the in-place skipper touch no worker code: the static policy has nothing to refuse in
-    them: the judge alone must hold (it does against the in-place skipper since its fix; the layout cheats' strict
-    xfails below say it does not)."""
+    them: the judge alone must hold (it does since the fixes)."""
     from runners.policy import check_source
 
     rms = (EXAMPLE / "tinyserve" / "kernels" / "rms_norm.py").read_text()
@@ -64,65 +63,53 @@ def _qkv_slice(seed: int, rows: int = 6, width: int = 96) -> tuple[torch.Tensor,
 # ---- 1. the layout trial is still told from a caller's slice ----------------------------------------------------
 
 def test_a_kernel_that_takes_strides_only_at_the_judges_pad_widths_is_wrong_on_a_real_slice(rms_bundle, tmp_path):
-    """Control: right on every layout the trial draws (pads of 64 * (argument index + 1) bytes), wrong on q of a
-    fused qkv (a pad of 2H) where the baseline is right."""
+    """Control: the cheat was right on every layout the trial drew while its pads were 64 * (argument index + 1)
+    bytes; the pads are drawn per trial since (runners/inputs.py ``_pad_elems``), and it is wrong on most of them,
+    as on q of a fused qkv (a pad of 2H) where the baseline is right."""
     module = read_task(rms_bundle).module
     base = _import(rms_bundle, module, None, tmp_path)
     cheat = _import(rms_bundle, module, _source(PAD_WIDTHS), tmp_path)
     w = torch.rand(96) + 0.5
-    for seed in range(4):
+    wrong = 0
+    for seed in range(8):
         x = torch.randn(6, 96, generator=torch.Generator().manual_seed(100 + seed))
         padded = row_padded({"x": x}, gen=torch.Generator().manual_seed(seed))[0]["x"]
-        assert torch.allclose(cheat.rms_norm(padded, w), base.rms_norm(x, w), atol=1e-5)
+        assert torch.allclose(base.rms_norm(padded, w), base.rms_norm(x, w), atol=1e-5)
+        wrong += int(not torch.allclose(cheat.rms_norm(padded, w), base.rms_norm(x, w), atol=1e-5))
+    assert wrong >= 4
     q, dense = _qkv_slice(1)
     assert torch.allclose(base.rms_norm(q, w), base.rms_norm(dense, w), atol=1e-5)
     assert not torch.allclose(cheat.rms_norm(q, w), base.rms_norm(dense, w), atol=1e-2)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "runners/inputs.py row_padded pads row k-th padded argument by exactly (k + 1) * ROW_PAD_BYTES = 64, 128, ... "
-    "bytes (and, every_level, the same at each level); the values in the padding are no marker since round 5, but "
-    "the width is: the cheat takes the strides only where the row stride is the row plus 64-256 bytes and "
-    "addresses rows densely (row * N) everywhere else, right in every trial the judge runs and wrong on q of a "
-    "fused qkv (pad 2H) or any slice wider by more than 256 bytes. Fix (runners/inputs.py row_padded): draw each "
-    "argument's pad from the trial's generator, independently per argument, log-uniform in 16-byte units from 16 "
-    "bytes up to several times the row (e.g. up to 4 rows: qkv-like pads of 1-3 rows are in range), and the offset "
-    "within it as now; a kernel must then take the strides at pads it cannot enumerate"))
 def test_a_kernel_that_takes_strides_only_at_the_judges_pad_widths_is_refused(rms_evaluator):
     ev = rms_evaluator.evaluate(_source(PAD_WIDTHS), seed=31, time_it=False, static_policy=False)
     assert not ev.ok and ev.stage == "correctness" and "slices of a wider buffer" in ev.error, (ev.stage, ev.error)
 
 
-def test_the_judges_padding_lies_inside_the_views_range_and_a_callers_does_not(rms_bundle, tmp_path):
-    """Control: every padding value the trial draws is a convex combination of two of the view's values (inside
-    [min, max] of the view, always); the neighbours of q in a fused qkv reach past q's extremes. The cheat that
-    takes the strides only when the padding is inside is right on the trial, wrong on the caller."""
+def test_the_judges_padding_reaches_past_the_views_range_as_a_callers_does(rms_bundle, tmp_path):
+    """Control: the trial's padding was a convex combination of two of the view's values (inside [min, max] of the
+    view, always), and the cheat that takes the strides only when it is inside was right on the trial; it is drawn
+    past the view's extremes since (runners/inputs.py ``padding_like``, w in [-1, 2)), as the neighbours of q in a
+    fused qkv are, where the cheat is wrong."""
     module = read_task(rms_bundle).module
     base = _import(rms_bundle, module, None, tmp_path)
     cheat = _import(rms_bundle, module, _source(INSIDE), tmp_path)
     w = torch.rand(96) + 0.5
-    for seed in range(4):
+    outside = 0
+    for seed in range(8):
         x = torch.randn(6, 96, generator=torch.Generator().manual_seed(200 + seed))
-        x[0] *= 1e-4  # a later trial's near-zero row and wide row: the padding is still inside
+        x[0] *= 1e-4  # a later trial's near-zero row and wide row
         x[-1] *= 30.0
         padded = row_padded({"x": x}, gen=torch.Generator().manual_seed(seed))[0]["x"]
-        assert cheat._padding_inside_the_view(padded)
-        assert torch.allclose(cheat.rms_norm(padded, w), base.rms_norm(x, w), atol=1e-4)
+        outside += int(not cheat._padding_inside_the_view(padded))  # since the fix: past the view's extremes
+    assert outside >= 4
     q, dense = _qkv_slice(2)
     assert not cheat._padding_inside_the_view(q)
     assert torch.allclose(base.rms_norm(q, w), base.rms_norm(dense, w), atol=1e-5)
     assert not torch.allclose(cheat.rms_norm(q, w), base.rms_norm(dense, w), atol=1e-2)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "runners/inputs.py padding_like draws every floating padding value as a + w (b - a) with a, b two of the "
-    "view's own values and w in (0, 0.5]: always inside [min, max] of the view, a property a caller's neighbouring "
-    "data (k and v beside q) lacks in most calls. The cheat checks it over the storage (only for a non-dense input, "
-    "so the timed slots cost nothing) and takes the strides only then; the judge accepts it. Fix (runners/inputs.py "
-    "padding_like): draw the padding as a caller's data would be, of the tensor's scale but not bounded by its "
-    "values: fresh draws of the argument's own distribution at the trial's scale (make_tensor with the padding's "
-    "generator), or a + w (b - a) with w drawn from a wider interval such as (-1, 2), so that about half the trials' "
-    "padding reaches past the view's extremes (still finite)"))
 def test_a_kernel_that_takes_strides_only_on_padding_inside_the_view_is_refused(rms_evaluator):
     ev = rms_evaluator.evaluate(_source(INSIDE), seed=32, time_it=False, static_policy=False)
     assert not ev.ok and ev.stage == "correctness" and "slices of a wider buffer" in ev.error, (ev.stage, ev.error)
@@ -266,31 +253,18 @@ def test_gpu_a_worker_that_steers_its_digest_after_the_clock_is_refused(gpu_rms_
 
 # ---- 3. the fill's per-slot scaling is shed: folded into the kernel ---------------------------------------------
 
-def test_the_fill_shedder_is_right_in_the_judges_window(rms_timed_runs):
-    """Control: the worker that folds half the fill's per-slot scales into its kernel shows every slot of the
-    window right (all 12 shown, residual included: the same bits as the scaled inputs); on the CPU it claims nothing,
-    its gain is device time (the GPU prediction below). Printed with ``-s``."""
+def test_a_worker_that_sheds_the_fills_scaling_is_refused(rms_timed_runs):
+    """The worker folded half the fill's per-slot scales into its kernel (every shown slot right, the same bits
+    as the scaled inputs, while the window's fill was normal_ then mul_). The window's fill is one normal_ with one
+    scale per block and round since (runners/inputs.py ``SlotBank.fill``, ``spread=False``): nothing is left to
+    fold, and a worker that fills otherwise shows wrong slots. Printed with ``-s``."""
     ev = rms_timed_runs["fill"]
     print("fill shedder:", json.dumps(ev)[:600])
-    assert ev["stage"] in ("done", "timing"), json.dumps(ev)
-    assert "wrong" not in ev["error"] and "committed to" not in ev["error"], json.dumps(ev)
+    assert ev["stage"] == "timing" and "wrong" in ev["error"], json.dumps(ev)
 
 
 @pytest.mark.gpu
 @_needs_gpu
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "prediction (H200): runners/judge_clock.py corroborate subtracts the oracle's whole fill from the candidate's "
-    "wall and counts only the lead and the commitments as what a worker may leave out; runners/inputs.py "
-    "SlotBank.fill is normal_ then a separate mul_ by a per-slot scale, and the mul_ (a read and a write of every "
-    "slot's inputs) folds into the kernel's loads. At T=512 (731 slots, about 3 GB of hidden states a side) the "
-    "mul_ is about as long as the pass; this worker folds half of it and claims 1.43x there: the clock sees about "
-    "1.5-2x, the claim is corroborated and credited; elsewhere it claims nothing (about 1.0x). Expected: ok, the two "
-    "T=512 cases credited about 1.4x. Fix (runners/inputs.py SlotBank.fill, the window's bank): leave nothing "
-    "to fold: one pass per block, block.normal_(mean=0.0, std=s, generator=gen) with one scale s per block and round "
-    "drawn from the seed (the per-slot spread of scales stays in the correctness trials and the samples' bank), and "
-    "the captured-layout copies done by the judge's layout of the block itself rather than a second copy; or clock "
-    "the fill as its own timed request, credit only the request of the pass, and refuse a candidate whose fill "
-    "takes longer than the oracle's by more than the noise (work moved into it)"))
 def test_gpu_a_worker_that_folds_the_fills_scaling_into_its_kernel_earns_nothing(gpu_rms_evaluator):  # noqa: F811
     ev = gpu_rms_evaluator.evaluate(_source(FILL), seed=24, time_it=True, trials=2, static_policy=False)
     prefill = [c for c in ev.cases if c.case.startswith("T=512,")]

@@ -37,16 +37,20 @@ def test_the_padding_is_finite_drawn_like_the_values_and_the_values_are_kept():
     x = torch.randn(3, 5, 40) * 3.0
     for every_level in (False, True):
         for seed in range(3):
-            gen = torch.Generator().manual_seed(seed)
-            wide, changed = row_padded({"x": x, "ids": torch.arange(12).reshape(3, 4)}, every_level=every_level,
-                                       gen=gen)
-            assert "x" in changed and not wide["x"].is_contiguous()
-            assert torch.equal(wide["x"], x)
-            pad = _outside_view(wide["x"])
-            assert pad.numel() > 0 and bool(torch.isfinite(pad).all())
-            assert x.min() <= pad.min() and pad.max() <= x.max()  # within the values' range, of their scale
-            assert 0.5 < float(pad.std()) / float(x.std()) < 1.5
-            assert not bool(torch.isin(pad, x.reshape(-1)).any())  # no exact copy of a value of the view
+            for spread in (False, True):
+                gen = torch.Generator().manual_seed(seed)
+                wide, changed = row_padded({"x": x, "ids": torch.arange(12).reshape(3, 4)}, every_level=every_level,
+                                           gen=gen, spread=spread)
+                assert "x" in changed and not wide["x"].is_contiguous()
+                assert torch.equal(wide["x"], x)
+                pad = _outside_view(wide["x"])
+                assert pad.numel() > 0 and bool(torch.isfinite(pad).all())
+                if spread:  # past the view's extremes, as a caller's neighbouring data may be
+                    assert pad.min() < x.min() or pad.max() > x.max()
+                else:  # within the values' range, of their scale, and no exact copy of a value of the view
+                    assert x.min() <= pad.min() and pad.max() <= x.max()
+                    assert not bool(torch.isin(pad, x.reshape(-1)).any())
+                    assert 0.5 < float(pad.std()) / float(x.std()) < 1.5
     ids = torch.arange(12).reshape(3, 4)
     wide = row_padded({"ids": ids})[0]["ids"]
     assert torch.equal(wide, ids) and bool(torch.isin(_outside_view(wide), ids.reshape(-1)).all())  # indices stay
