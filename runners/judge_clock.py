@@ -26,6 +26,8 @@ from .wire import WireError
 from .corroboration import (  # noqa: F401 - re-exported: the judge's clock, in one place
     CROSS_PROCESS_US_PER_SLOT, MAX_PLAUSIBLE_SPEEDUP, Corroboration, corroborate, credit_cap)
 
+LEAD_CYCLES_PER_SLOT = 30  # the window's lead per slot, up to Protocol.window_lead_cycles (8192 slots: about all of it)
+
 class TimingSteps:
     """Methods of the judge that time; they use its spec, its protocol ``p`` and its two workers."""
 
@@ -138,9 +140,13 @@ class TimingSteps:
             for w in quiet:
                 w.resume()
 
-    def _window(self, worker, seed: int, key: int) -> tuple[float, dict]:
+    def _window(self, worker, seed: int, key: int, count: int) -> tuple[float, dict]:
+        # The lead covers the host's enqueueing of the pass, which grows with the slots: at a few slots of a large
+        # call the fill alone keeps the device busy that long, and a fixed lead, never credited
+        # (runners/corroboration.py), cost an honest candidate 7-14 % of a 1-2 ms pass (the H200, T=4096)
+        lead = min(self.p.window_lead_cycles, LEAD_CYCLES_PER_SLOT * count)
         t0 = time.perf_counter()
-        reply = worker.request("window", seed=seed, lead_cycles=self.p.window_lead_cycles, key=key)
+        reply = worker.request("window", seed=seed, lead_cycles=lead, key=key)
         elapsed_us = (time.perf_counter() - t0) * 1e6
         if not reply.get("ok"):
             raise Refusal("timing", f"the timed window failed: {reply.get('error')}")
@@ -196,7 +202,7 @@ class TimingSteps:
                 with self._alone(worker), self._spent("window_passes"):
                     worker.request("refill", which="window", seed=trial_seed(secret, 55_000 + round_, index))
                     worker.request("sample", which="window", replays=1)
-                    wall, replies[worker.role] = self._window(worker, seed, key)
+                    wall, replies[worker.role] = self._window(worker, seed, key, count)
                 walls.append(wall)
             oracle_reply = replies["oracle"]
             passes_b.append(float(oracle_reply.get("pass_us", 0.0)))

@@ -26,8 +26,9 @@ class Protocol:
     corroboration_tolerance: float = 0.05  # |judge's clock / claimed - 1| allowed, plus the clock's jitter
     clock_jitter_us: float = 150.0  # round trip of a request, as a share of a short pass
     reveal_slots: int = 16  # slots the judge has shown after each pass, chosen in secret
-    # device sleep queued before the pass (about 0.12 ms at 2 GHz), so that the request is queued before the device
-    # starts on it; never credited to the candidate, who may skip it (runners/judge_clock.py corroborate)
+    # device sleep queued before the pass (at most about 0.12 ms at 2 GHz; 30 cycles a slot below that), so that the
+    # request is queued before the device starts on it; never credited to the candidate, who may skip it
+    # (runners/corroboration.py corroborate)
     window_lead_cycles: int = 250_000
     max_fetch_bytes: int = 256 << 20
     min_own_share: float = 0.5  # the candidate's own kernels' share of its device time, relative to the baseline's

@@ -120,3 +120,26 @@ def test_a_slowdown_claimed_as_parity_where_the_clock_cannot_resolve_is_not_cred
     v = corroborate(*args, 1.0, 1.0, 0.05, 150, shaveable_b=walls(0.6, 0.6, 0.6), slots=8192)
     assert v.judge_speedup < 0.75  # the clock saw the slowdown
     assert not v.ok or credit_cap(v, 0.05) < 0.8
+
+
+def test_the_windows_lead_grows_with_its_slots():
+    """The lead is never credited, so it costs an honest candidate its share of the pass: at a few slots of a large
+    call (T=4096 on the H200: about 48 slots, a 1.7 ms pass) a fixed 0.12 ms lead read the baseline against itself
+    at 0.86x. It now covers the enqueueing it exists for, which grows with the slots."""
+    from types import SimpleNamespace
+
+    from runners.judge_clock import LEAD_CYCLES_PER_SLOT, TimingSteps
+    from runners.protocol import Protocol
+
+    sent = []
+
+    class Worker:
+        def request(self, op, **kw):
+            sent.append(kw["lead_cycles"])
+            return {"ok": True}
+
+    judge = SimpleNamespace(p=Protocol())
+    for count in (48, 731, 8192, 20_000):
+        TimingSteps._window(judge, Worker(), seed=1, key=2, count=count)
+    assert sent == [48 * LEAD_CYCLES_PER_SLOT, 731 * LEAD_CYCLES_PER_SLOT, 8192 * LEAD_CYCLES_PER_SLOT,
+                    Protocol().window_lead_cycles]  # about all of it at 8192 slots, and never more
