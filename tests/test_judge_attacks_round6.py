@@ -6,9 +6,9 @@ the lead-credit rule and the preload's device warm-up.
 Each attack has a cheat in tests/cheats/round6_*.py, a control showing what it does outside the judge (wrong on a
 caller's input, or the mechanism on its own), and the judge's verdict. All five are closed (the tree digest and the
 in-place writes while this round ran; the fill's foldable scaling, the layout trial's fixed pad widths and its
-padding bounded by the view's values after it): plain tests, with the hole described above each. Timing attacks run on the timed CPU stand-in of
-tests/test_judge_attacks.py through round 4's judge of their own (``_timed_judge``); their GPU forms are
-predictions (gpu-marked, skipped here).
+padding bounded by the view's values after it): plain tests, with the hole described above each. Timing attacks
+run on the timed CPU stand-in of tests/test_judge_attacks.py through round 4's judge of their own
+(``_timed_judge``); their GPU forms are predictions (gpu-marked, skipped here; the H200 refused them all).
 """
 from __future__ import annotations
 
