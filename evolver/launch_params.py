@@ -18,7 +18,7 @@ import ast
 from dataclasses import dataclass, field
 
 from runners.policy import decorator_names
-from runners.syntax import parse
+from runners.syntax import literal, parse
 
 from .autotune_key import key_choices, key_edits
 
@@ -387,7 +387,7 @@ def render(source: str, knobs: list[Knob], genome: dict[str, int], entry: str | 
             if knob.name == "key":  # a bucketed key adds an argument to the kernel and its launches
                 edits += [(offset(a, b), offset(c, d), text.encode())
                           for a, b, c, d, text in key_edits(source, tuned[knob.site].fn, tuned[knob.site].sites,
-                                                            ast.literal_eval(value))]
+                                                            literal(value))]
             continue
         call = sites[knob.site][1]
         existing = next((kw for kw in call.keywords if kw.arg == knob.name), None)
