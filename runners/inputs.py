@@ -98,9 +98,8 @@ def padding_like(t: torch.Tensor, size: int, gen: torch.Generator, spread: bool 
     """``size`` values like ``t``'s, to lie around it in a wider buffer as a caller's neighbouring data does (the
     rest of a fused qkv, the other columns of a wide activation): floating ones ``a + w (b - a)`` for two of
     ``t``'s finite values at two places drawn at random (``spread``: see ``PAD_SPREAD_LOG10``); integers and
-    bools drawn
-    from ``t``'s as they are (indices stay indices). A kernel that reads them instead of its own rows gets finite,
-    wrong values."""
+    bools drawn from ``t``'s as they are (indices stay indices). A kernel that reads them instead of its own rows
+    gets finite, wrong values."""
     flat = t.detach().reshape(-1)
     floating = t.dtype.is_floating_point
     if floating:
@@ -143,12 +142,10 @@ def _pad_elems(t: torch.Tensor, gen: torch.Generator, taken: set[int]) -> int:
     unit = max(1, VIEW_ALIGN_BYTES // t.element_size())
     row = t.shape[-1] * t.element_size()
     most = max(4, (row * (PAD_ROWS if t.numel() * t.element_size() <= PAD_BIG_BYTES else 1)) // VIEW_ALIGN_BYTES)
-    for _ in range(8):
-        steps = int(math.exp(float(torch.rand(1, generator=gen, device=gen.device)) * math.log(most + 1)))
-        pad = unit * max(1, min(most, steps))
-        if pad not in taken:
-            break
-        pad += unit * (1 + len(taken))
+    steps = int(math.exp(float(torch.rand(1, generator=gen, device=gen.device)) * math.log(most + 1)))
+    pad = unit * max(1, min(most, steps))
+    while pad in taken:
+        pad += unit
     taken.add(pad)
     return pad
 
@@ -263,9 +260,10 @@ class SlotBank:
 
     ALIGN = 256  # bytes: every slot starts aligned, as a fresh allocation would
 
-    def __init__(self, args: list[ArgSpec], case: Case, device: str, count: int, spread: bool = True):
+    def __init__(self, args: list[ArgSpec], case: Case, device: str, count: int, per_slot_scales: bool = True):
         self.args, self.case, self.device, self.count = args, case, device, count
-        self.spread = spread  # a scale per slot (the samples); one per fill (the judge's window: nothing to fold)
+        # a scale per slot (the samples), or one per fill (the judge's window: no scaling pass to fold)
+        self.per_slot_scales = per_slot_scales
         self.blocks: dict[str, torch.Tensor] = {}
         self.slots: list[dict] = [{} for _ in range(count)]
         self.copies: list[tuple[torch.Tensor, torch.Tensor]] = []  # (slot tensor, its values in the block)
@@ -329,7 +327,7 @@ class SlotBank:
                 block.random_(int(spec.low), int(spec.high), generator=gen)
             elif spec.dist == "uniform":
                 block.uniform_(spec.low, spec.high, generator=gen)
-            elif self.spread and spec.vary:
+            elif self.per_slot_scales and spec.vary:
                 lo, hi = SCALE_LOG10
                 scales = 10 ** (lo + (hi - lo) * torch.rand((block.shape[0], 1), generator=gen, device=self.device))
                 block.normal_(generator=gen)

@@ -12,7 +12,6 @@ fresh values (``window``), whose outputs it then checks slot by slot (runners/ju
 from __future__ import annotations
 
 import hashlib
-
 import math
 import time
 from collections.abc import Callable

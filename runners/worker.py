@@ -155,7 +155,7 @@ class Server:
     def _bank(self, req: dict) -> SlotBank:
         args = [ArgSpec(**a) for a in req["args"]]
         case = Case(**req["case"])
-        bank = SlotBank(args, case, self.device, int(req["count"]), spread=req.get("which") != "window")
+        bank = SlotBank(args, case, self.device, int(req["count"]), per_slot_scales=req.get("which") != "window")
         bank.fill(int(req["seed"]))
         return bank
 

@@ -256,7 +256,7 @@ def test_gpu_a_worker_that_steers_its_digest_after_the_clock_is_refused(gpu_rms_
 def test_a_worker_that_sheds_the_fills_scaling_is_refused(rms_timed_runs):
     """The worker folded half the fill's per-slot scales into its kernel (every shown slot right, the same bits
     as the scaled inputs, while the window's fill was normal_ then mul_). The window's fill is one normal_ with one
-    scale per block and round since (runners/inputs.py ``SlotBank.fill``, ``spread=False``): nothing is left to
+    scale per block and round since (runners/inputs.py ``SlotBank.fill``, ``per_slot_scales=False``): nothing is left to
     fold, and a worker that fills otherwise shows wrong slots. Printed with ``-s``."""
     ev = rms_timed_runs["fill"]
     print("fill shedder:", json.dumps(ev)[:600])
