@@ -228,6 +228,7 @@ if timed:
     protocol = Protocol(min_rounds=4, max_rounds=4, case_time_cap_s=0.2, sample_us=1.0, slot_us=1.0, max_slots=2,
                         window_us=1.0, max_window_slots=2, window_rounds=1, corroboration_tolerance=0.5,
                         reveal_slots=2, window_lead_cycles=0)
+    protocol = dataclasses.replace(protocol, **json.loads(sys.argv[4]))
 results = []
 with Evaluator(bundle, backend, timeout=90, trials=1, spare=False, protocol=protocol) as ev:
     if timed:
@@ -246,10 +247,10 @@ print("RESULTS " + json.dumps(results))
 """
 
 
-def _own_judge(bundle, tmp_path, sources: list, timed: bool = False) -> list[dict]:
+def _own_judge(bundle, tmp_path, sources: list, timed: bool = False, numbers: dict | None = None) -> list[dict]:
     """Evaluate ``sources`` (each a source, "BASELINE", or [source, "search"] for the search's screening protocol,
     timed only) one after the other with a judge of their own, in a subprocess, on a copy of the bundle reduced
-    to its first case."""
+    to its first case; ``numbers`` replace the timed stand-in's protocol numbers."""
     copy = tmp_path / "bundle"
     shutil.copytree(bundle, copy)
     task = yaml.safe_load((copy / "task.yaml").read_text())
@@ -262,7 +263,7 @@ def _own_judge(bundle, tmp_path, sources: list, timed: bool = False) -> list[dic
         task["python"] = str(wrapper)
     (copy / "task.yaml").write_text(yaml.safe_dump(task, sort_keys=False))
     proc = subprocess.run([sys.executable, "-c", _JUDGE.format(root=str(ROOT)), str(copy), json.dumps(sources),
-                           "timed" if timed else "untimed"],
+                           "timed" if timed else "untimed", json.dumps(numbers or {})],
                           check=False, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULTS ")), None)
     assert line is not None, proc.stderr[-3000:]
