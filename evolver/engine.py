@@ -189,6 +189,7 @@ def run_search(evaluator, baseline: Candidate, opts: EngineOptions, out: Path, s
     operators = _operators(opts, builder, ensemble, temperature, top_p, baseline.source, entry)
     tuner = next((op for op in operators if isinstance(op, LaunchTuner)), None) or \
         LaunchTuner(baseline.source, entry=entry)
+    tuner.use_spec(evaluator.spec)  # the cases' shapes: a choice of config by size needs them
     archive = archive if archive is not None else Archive(islands=islands)
     archive.add(baseline)
     config = SearchConfig(Budget(evaluations=opts.budget, rounds=rounds, wall_s=opts.wall_s, tokens=opts.tokens,

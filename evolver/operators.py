@@ -12,7 +12,10 @@ from typing import Protocol
 from runners.syntax import parse
 
 from .archive import Archive
+from .autotune_choice import choice_key, compose, is_choice_key, render_choice, size_param
+from .autotune_choice import describe as describe_choice
 from .candidate import Candidate
+from .kernel_sizes import case_sizes
 from .launch_params import Knob, autotuned_kernels, find_knobs, render
 
 
@@ -56,15 +59,21 @@ class LaunchTuner:
 
     Autotune knobs are first tried one choice at a time (each key, then each config pinned or subset), so
     that every case gets a time for every config; then a small genetic search: mutate one or two knobs of a parent
-    chosen by tournament among the elites, or recombine two elites knob by knob.
+    chosen by tournament among the elites, or recombine two elites knob by knob. As soon as two pinned configs of
+    an autotuned kernel were timed and different ones were fastest at different sizes, the next candidate is the
+    choice of config by size (evolver/autotune_choice.py; needs the task's cases: ``spec``), again whenever more
+    pins change it.
     """
 
     name = "tuner"
 
     def __init__(self, baseline_source: str, elites: int = 4, crossover_rate: float = 0.3,
-                 entry: str | None = None):
+                 entry: str | None = None, spec=None):
         self.baseline = baseline_source
         self.entry = entry
+        self.spec = spec  # runners.task.TaskSpec: the cases' shapes, for a choice of config by size
+        self._sizes: dict[tuple[str, str], dict] = {}
+        self._choices: set[str] = set()  # choice-by-size sources already proposed
         self.knobs: list[Knob] = find_knobs(baseline_source, entry)
         self.elites = elites
         self.crossover_rate = crossover_rate
@@ -81,8 +90,12 @@ class LaunchTuner:
             child[knob.key] = rng.choice([i for i in range(len(knob.choices)) if i != current])
         return child
 
+    def use_spec(self, spec) -> None:
+        """The task (its cases' shapes), once known: a choice of config by size needs it."""
+        self.spec = spec
+
     def _candidate(self, genome: dict, parent: Candidate) -> Candidate:
-        genome = {k: v for k, v in genome.items() if v}
+        genome = {k: v for k, v in genome.items() if v and not is_choice_key(k)}  # a choice is not mutated
         return Candidate(id=-1, source=render(self.baseline, self.knobs, genome, self.entry), operator=self.name,
                          parent_id=parent.id, generation=parent.generation + 1, genome=genome)
 
@@ -92,6 +105,9 @@ class LaunchTuner:
         baseline = archive.candidates[0] if archive.candidates else Candidate(id=0, source=self.baseline,
                                                                              operator="baseline")
         with self._lock:
+            choice = self._choice(archive, baseline)
+            if choice is not None:
+                return choice
             while self._sweep:
                 candidate = self._candidate(self._sweep.pop(0), baseline)
                 if not archive.seen(candidate.source):
@@ -108,9 +124,50 @@ class LaunchTuner:
             genome = self._mutate(parent.genome, rng)
         return self._candidate(genome, parent)
 
+    def _autotuned(self) -> dict:
+        tree = parse(self.baseline)
+        return {t.kernel: t for t in autotuned_kernels(tree, self.baseline, self.entry)}
+
+    def _knob(self, kernel: str, name: str) -> Knob | None:
+        return next((k for k in self.knobs if k.kind == "autotune" and k.kernel == kernel and k.name == name), None)
+
+    def _choice(self, archive: Archive, baseline: Candidate) -> Candidate | None:
+        """The choice of config by size from the pins timed so far, if it is new (evolver/autotune_choice.py)."""
+        if self.spec is None or self.entry is None:
+            return None
+        for kernel, tuned in self._autotuned().items():
+            configs, key = self._knob(kernel, "configs"), self._knob(kernel, "key")
+            if configs is None or key is None:
+                continue
+            sizes = self._case_sizes(tuned, key)
+            plan = compose(tuned, configs, key, archive.candidates, sizes)
+            if plan is None:
+                continue
+            source = render_choice(self.baseline, self.knobs, self.entry, plan, tuned, sizes)
+            if source is None or source in self._choices or archive.seen(source):
+                continue
+            self._choices.add(source)
+            return Candidate(id=-1, source=source, operator=self.name, parent_id=baseline.id,
+                             generation=baseline.generation + 1, genome=plan.genome)
+        return None
+
+    def _case_sizes(self, tuned, key: Knob) -> dict:
+        found = size_param(key)
+        if found is None:
+            return {}
+        if (tuned.kernel, found[0]) not in self._sizes:
+            self._sizes[tuned.kernel, found[0]] = case_sizes(parse(self.baseline), self.entry, tuned.fn, tuned.sites,
+                                                             found[0], self.spec)
+        return self._sizes[tuned.kernel, found[0]]
+
     def describe(self, genome: dict) -> list[str]:
         """Human-readable changes, e.g. ``_rms_norm_kernel (line 60): num_warps 4 -> 8``."""
         out = []
+        for key, value in genome.items():
+            configs = self._knob(key.split("@", 1)[0], "configs") if is_choice_key(key) else None
+            if configs is not None:
+                text = describe_choice(value, configs, self._knob(configs.kernel, "key"))
+                out.append(f"{configs.kernel} (line {configs.line}): autotune {text}")
         for knob in self.knobs:
             if genome.get(knob.key):
                 name = f"autotune {knob.name}:" if knob.kind == "autotune" else knob.name
@@ -165,7 +222,11 @@ class LaunchTuner:
                              "launcher (" + ", ".join(f"{c}: {lab}" for c, (_, lab, _) in sorted(best.items())) + ")")
             elif differs:
                 note = f"{knob.kernel}: the best config differs across shapes, and the autotuner already finds it"
-            findings.append({"kernel": knob.kernel, "line": knob.line, "key": written,
+            choice = self._choice_tried(archive, knob)
+            if choice and note:
+                note += (f"; with the {choice['rule']} written in the source it measured {choice['fitness']:.2f}x "
+                         f"(geometric mean)")
+            findings.append({"kernel": knob.kernel, "line": knob.line, "key": written, "choice": choice,
                              "best_config": {c: label for c, (_, label, _) in best.items()},
                              "pinned_speedup": gains, "differs": differs, "key_blind": key_blind,
                              "keys_tried": keys_tried, "pinned_tried": len(tried), "note": note})
@@ -178,6 +239,18 @@ class LaunchTuner:
         if found is None or found.key_node is None:
             return "(built at run time)"
         return f"{found.key}"
+
+    def _choice_tried(self, archive: Archive, configs: Knob) -> dict | None:
+        """The best timed choice of config by size of this kernel: its rule, geometric mean and per-case speedups."""
+        key = choice_key(configs.kernel)
+        tried = [c for c in archive.candidates if set(c.genome) == {key} and c.evaluation and c.evaluation.ok
+                 and c.evaluation.timed and c.evaluation.fitness is not None]
+        if not tried:
+            return None
+        best = max(tried, key=lambda c: c.evaluation.fitness)
+        return {"rule": describe_choice(best.genome[key], configs, self._knob(configs.kernel, "key")),
+                "fitness": round(best.evaluation.fitness, 3), "candidate": best.id,
+                "speedup": {c.case: round(c.speedup, 3) for c in best.evaluation.cases if c.speedup}}
 
     @staticmethod
     def _keys_tried(archive: Archive, key: Knob) -> dict[str, float]:

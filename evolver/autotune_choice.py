@@ -1,0 +1,208 @@
+"""A choice of config by shape for an ``@triton.autotune`` kernel whose key cannot tell its shapes apart.
+
+When pinned-config candidates (evolver/launch_params.py, knob ``configs``) were timed at every case, and one
+config is fastest at few rows and another at many (the example's QK-norm on the H200: one row per program at
+decode, eight at prefill, 4.7x apart), neither pin nor the autotuner wins everywhere: the autotuner picks once
+per key, and at decode its pick is a lottery between near-equal configs. This module writes the deterministic
+alternative as one candidate:
+
+- the size: the run-time argument the key misses (the one a bucketed key would add: evolver/autotune_key.py),
+  read at each case from the shapes (evolver/kernel_sizes.py) and bucketed to its power of two;
+- per bucket with cases, the pinned config fastest there (geometric mean of its time over the best pin's time at
+  the bucket's cases); a bucket between measured ones takes the nearest measured bucket (the smaller on a tie),
+  below the smallest the smallest, above the largest the largest; adjacent buckets with the same config merge;
+- rendered as a small table ``(largest size, config)`` and a module-level ``early_config_prune`` function that
+  returns the one config of the table for the call's size (Triton then benchmarks nothing: one config left), the
+  original configs list and the key re-keyed on the size (bucketed where every launch can pass the bucket, else
+  exact) so that each bucket gets its own entry in the autotuner's cache.
+
+The genome of such a candidate is ``{"<kernel>@autotune.choice": {"by": size, "key": key choice, "table":
+[[largest size or None, pin choice of the configs knob], ...]}}``.
+"""
+from __future__ import annotations
+
+import ast
+import math
+import textwrap
+from dataclasses import dataclass
+
+from runners.syntax import literal, parse
+
+from .autotune_key import BUCKET
+from .kernel_sizes import CaseSize
+from .launch_params import Autotuned, Knob, TuneConfig, render
+
+CHOICE = "choice"
+
+
+def choice_key(kernel: str) -> str:
+    return f"{kernel}@autotune.{CHOICE}"
+
+
+def is_choice_key(key: str) -> bool:
+    return key.endswith(f"@autotune.{CHOICE}")
+
+
+@dataclass(frozen=True)
+class Plan:
+    kernel: str
+    size: str  # the kernel's scalar argument that picks the config
+    key_choice: int  # the key knob's choice that adds the size (or its bucket) to the key
+    table: tuple[tuple[int | None, int], ...]  # (largest size, pin choice); None: every larger size
+    buckets: tuple[tuple[int, int, tuple[str, ...]], ...]  # (measured bucket, pin choice, its cases)
+
+    @property
+    def genome(self) -> dict:
+        return {choice_key(self.kernel): {"by": self.size, "key": self.key_choice,
+                                          "table": [list(row) for row in self.table]}}
+
+
+def size_param(key: Knob) -> tuple[str, int] | None:
+    """(the scalar, the key knob's choice) of the first re-keying on one more scalar: bucketed ones come first."""
+    for index in range(1, len(key.choices)):
+        added = literal(key.choices[index])[-1]
+        return (added[: -len(BUCKET)] if added.endswith(BUCKET) else added), index
+    return None
+
+
+def _pins(configs: Knob, candidates) -> dict[int, dict[str, float]]:
+    """{pin choice: {case: candidate µs}} of timed, correct candidates that changed only the configs to one pin."""
+    pins: dict[int, dict[str, float]] = {}
+    for cand in candidates:
+        choice = cand.genome.get(configs.key, 0)
+        ev = cand.evaluation
+        if set(cand.genome) != {configs.key} or not configs.labels[choice].startswith("pin ") \
+                or not (ev and ev.ok and ev.timed):
+            continue
+        times = {c.case: c.candidate_us for c in ev.cases if c.candidate_us}
+        if times:
+            pins[choice] = {**pins.get(choice, {}), **times}
+    return pins
+
+
+def _nearest(measured: list[tuple[int, int]]) -> tuple[tuple[int | None, int], ...]:
+    """Rows (largest size, pin) from (bucket, pin) pairs sorted by bucket: between two measured buckets the
+    boundary sits halfway (ties to the smaller); runs with the same pin merge; the last row covers the rest."""
+    rows: list[tuple[int | None, int]] = []
+    for (bucket, pin), nxt in zip(measured, measured[1:] + [None]):
+        last = None if nxt is None else bucket + (nxt[0] - bucket) // 2
+        limit = None if last is None else (1 << last) - 1
+        if rows and rows[-1][1] == pin:
+            rows[-1] = (limit, pin)
+        else:
+            rows.append((limit, pin))
+    return tuple(rows)
+
+
+def compose(tuned: Autotuned, configs: Knob, key: Knob | None, candidates,
+            sizes: dict[str, CaseSize]) -> Plan | None:
+    """The choice by size from the pins timed so far, or None: fewer than two pins, no size to key on, configs
+    built at run time, the decorator already prunes, or one pin fastest in every bucket."""
+    if key is None or tuned.runtime is not None or _decorator(tuned.fn) is None or \
+            any(k.arg == "prune_configs_by" for k in _decorator(tuned.fn).keywords):
+        return None
+    found = size_param(key)
+    pins = _pins(configs, candidates)
+    if found is None or len(pins) < 2:
+        return None
+    by_bucket: dict[int, list[str]] = {}
+    for case in set.intersection(*(set(t) for t in pins.values())):
+        if case in sizes and sizes[case].value > 0:
+            by_bucket.setdefault(int(sizes[case].value).bit_length(), []).append(case)
+    measured = []
+    for bucket in sorted(by_bucket):
+        cases = sorted(by_bucket[bucket])
+        best = {c: min(t[c] for t in pins.values()) for c in cases}
+        score = {p: sum(math.log(t[c] / best[c]) for c in cases) for p, t in pins.items()}
+        measured.append((bucket, min(sorted(score), key=score.get), tuple(cases)))
+    if len({pin for _, pin, _ in measured}) < 2:
+        return None
+    table = _nearest([(b, p) for b, p, _ in measured])
+    return Plan(tuned.kernel, found[0], found[1], table, tuple(measured))
+
+
+def _decorator(fn: ast.FunctionDef | None) -> ast.Call | None:
+    for dec in fn.decorator_list if fn is not None else []:
+        if isinstance(dec, ast.Call) and getattr(dec.func, "attr", getattr(dec.func, "id", "")) == "autotune":
+            return dec
+    return None
+
+
+def _config_dict(config: TuneConfig) -> str:
+    items = [*config.kwargs, ("num_warps", config.num_warps), ("num_stages", config.num_stages)]
+    return "{" + ", ".join(f"{k!r}: {v!r}" for k, v in items if v is not None) + "}"
+
+
+def pin_config(tuned: Autotuned, configs: Knob, pin: int) -> TuneConfig:
+    return next(c for c in tuned.configs if f"pin {c.label}" == configs.labels[pin])
+
+
+def names(plan: Plan) -> tuple[str, str]:
+    """The table's and the prune function's names in the module."""
+    stem = f"{plan.kernel.lstrip('_')}_config_by_{plan.size}"
+    return f"_{stem.upper()}", f"_{stem}"
+
+
+def preamble(plan: Plan, tuned: Autotuned, configs: Knob, sizes: dict[str, CaseSize]) -> str:
+    """The table and the prune function, with the comment a reviewer reads first."""
+    table, fn = names(plan)
+    measured = "; ".join(
+        f"{plan.size}={'/'.join(str(v) for v in sorted({sizes[c].value for c in cases}))} ({', '.join(cases)}): "
+        f"{pin_config(tuned, configs, pin).label}" for _, pin, cases in plan.buckets)
+    how = next(sizes[c].how for _, _, cases in plan.buckets for c in cases)
+    comment = (f"kernelsmith: the config of {plan.kernel} chosen by {plan.size}, without benchmarking at run time. "
+               f"Its autotune key {tuned.key} cannot tell small {plan.size} from large, and no one config was "
+               f"fastest at both. Each row is the config measured fastest at the cases of those sizes: {measured}. "
+               f"A size between measured ones takes the nearest measured power of two. ({plan.size} at the cases: "
+               f"{how}.)")
+    rows = "\n".join(f"    ({limit!r}, {_config_dict(pin_config(tuned, configs, pin))}),"
+                     for limit, pin in plan.table)
+    return (textwrap.fill(comment, 116, initial_indent="# ", subsequent_indent="# ", break_on_hyphens=False) + "\n"
+            f"{table} = [  # ({plan.size} up to, config); None: any larger {plan.size}\n{rows}\n]\n\n\n"
+            f"def {fn}(configs, named_args, **kwargs):\n"
+            f"    \"\"\"The one config of {table} for this call's {plan.size} (every config, autotuned as\n"
+            f"    before, if the table's config is not in the list).\"\"\"\n"
+            f"    size = {{**named_args, **kwargs}}.get({plan.size!r})\n"
+            f"    if size is None:\n"
+            f"        return configs\n"
+            f"    want = next(config for limit, config in {table} if limit is None or size <= limit)\n"
+            f"    picked = [c for c in configs\n"
+            f"              if all({{**c.kwargs, 'num_warps': c.num_warps, 'num_stages': c.num_stages}}.get(k) == v\n"
+            f"                     for k, v in want.items())]\n"
+            f"    return picked[:1] or configs\n\n\n")
+
+
+def render_choice(source: str, knobs: list[Knob], entry: str | None, plan: Plan, tuned: Autotuned,
+                  sizes: dict[str, CaseSize]) -> str | None:
+    """The candidate source: the key re-keyed on the size, the table and its prune function before the kernel's
+    decorators, and ``prune_configs_by`` on its ``@triton.autotune`` (None: a name of the table is taken)."""
+    key = next(k for k in knobs if k.kernel == plan.kernel and k.name == "key" and k.kind == "autotune")
+    configs = next(k for k in knobs if k.kernel == plan.kernel and k.name == "configs" and k.kind == "autotune")
+    table, fn = names(plan)
+    if table in source or fn in source:
+        return None
+    keyed = render(source, knobs, {key.key: plan.key_choice}, entry)
+    tree = parse(keyed)
+    kernel = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == plan.kernel)
+    dec = _decorator(kernel)
+    lines = keyed.splitlines(keepends=True)
+    last = (dec.args + dec.keywords)[-1]
+    line = lines[last.end_lineno - 1].encode()
+    indent = " " * len(lines[dec.lineno - 1].encode()[:(dec.args + dec.keywords)[0].col_offset].decode())
+    added = f",\n{indent}prune_configs_by={{'early_config_prune': {fn}}}"
+    lines[last.end_lineno - 1] = (line[:last.end_col_offset] + added.encode() + line[last.end_col_offset:]).decode()
+    first = min(d.lineno for d in kernel.decorator_list)
+    lines.insert(first - 1, preamble(plan, tuned, configs, sizes))
+    return "".join(lines)
+
+
+def describe(value: dict, configs: Knob, key: Knob | None) -> str:
+    """``config chosen by n_rows: n_rows <= 511: ROWS=1, num_warps=1; above: ROWS=8, num_warps=1 (key ...)``."""
+    size = value["by"]
+    parts = []
+    for limit, pin in value["table"]:
+        label = configs.labels[pin][len("pin "):]
+        parts.append(f"{size} <= {limit}: {label}" if limit is not None else
+                     (f"above: {label}" if parts else f"any {size}: {label}"))
+    keyed = f" (key {literal(key.choices[value['key']])})" if key is not None and value.get("key") else ""
+    return f"config chosen by {size}: {'; '.join(parts)}{keyed}"
