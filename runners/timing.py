@@ -46,15 +46,17 @@ def _rot32(x: torch.Tensor) -> torch.Tensor:
 
 
 def _compress(a: torch.Tensor, b: torch.Tensor, alpha) -> torch.Tensor:
-    """Two int64 words into one: ``rot32(a + alpha*b) * (2b + 1)`` modulo 2**64. Three integer ops (add, copy,
-    addcmul), all of them wrapping alike on CPU and CUDA. Not additive and not solvable for ``b`` given ``a`` and
-    the result (``b`` sits both inside the rotation and in the odd multiplier); the multiplication carries low
-    bits up, the rotation high bits down."""
+    """Two int64 words into one: ``rot32(a + alpha*b) * (2b + 1) + a`` modulo 2**64. Four integer ops (add, copy,
+    addcmul, add), all of them wrapping alike on CPU and CUDA. Not additive and not solvable for ``b`` given ``a``
+    and the result (``b`` sits both inside the rotation and in the odd multiplier); the multiplication carries low
+    bits up, the rotation high bits down. The final ``+ a`` (a feed-forward) keeps ``a`` from being solved for given
+    ``b`` and the result: without it the odd multiplier, the rotation and the add each undo in turn, and a worker
+    that committed to a hash of its choosing could meet it in the middle over tweaks of the outputs it shows."""
     if isinstance(alpha, torch.Tensor):  # a 0-dim tensor on the device (a captured plan): the same a + alpha*b
         u = _rot32(torch.addcmul(a, b, alpha))
     else:
         u = _rot32(torch.add(a, b, alpha=alpha))
-    return torch.addcmul(u, u, b, value=2)
+    return torch.addcmul(u, u, b, value=2).add_(a)
 
 
 def _padded_words(nbytes: int) -> int:

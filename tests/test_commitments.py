@@ -22,7 +22,7 @@ def _s64(v: int) -> int:
 def _compress(a: int, b: int, alpha: int) -> int:
     u = (a + alpha * b) & _M
     u = ((u >> 32) | (u << 32)) & _M
-    return _s64(u * (2 * b + 1))
+    return _s64(u * (2 * b + 1) + a)
 
 
 def _reference(outputs, key: int) -> int:
@@ -189,17 +189,13 @@ def test_gpu_the_device_computes_the_judges_integers():
                   f"{start.elapsed_time(end) * 100:.0f} us a window")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "review of the fifth session (not built as a cheat): runners/timing.py _compress(a, b) = rot32(a + alpha*b) * "
-    "(2b + 1) is undone in its first word (multiply by the inverse of the odd 2b + 1, swap the halves, subtract "
-    "alpha*b), and every unknown of a slot's hash sits in a first word (the slot's fold C(start, h), the tail "
-    "folds, each tree node's left child): a worker that skipped a slot's calls and committed to a hash it chose "
-    "can, once that slot is shown, meet in the middle over 2**32 low-bit tweaks of each half of the right outputs "
-    "(within tolerance) to hit it: practical where 2 slots are shown a round (prefill sizes). The digest "
-    "(BLAKE2b) binds the list, not each entry. Fix: a feed-forward so neither word can be recovered "
-    "(addcmul(u, u, b, 2) + a, the same on CPU, CUDA and the captured plan), or 128-bit slot commitments "
-    "(two lanes, independent keys); then re-check CUDA against CPU on the H200"))
 def test_the_slot_hash_compression_cannot_be_undone_in_its_first_word():
+    """Review of the fifth session: without a feed-forward, ``rot32(a + alpha*b) * (2b + 1)`` was undone in its first
+    word (multiply by the inverse of the odd 2b + 1, swap the halves, subtract alpha*b), and every unknown of a
+    slot's hash sits in a first word (the slot's fold, the tail folds, each tree node's left child): a worker that
+    skipped a slot's calls and committed to a hash it chose could, once that slot was shown, meet in the middle over
+    2**32 low-bit tweaks of each half of the right outputs to hit it (the digest binds the list, not each entry).
+    With ``+ a`` after the multiplier those steps recover nothing, for the first word or with ``a`` taken off."""
     gen = torch.Generator().manual_seed(5)
     a, b = (int(x) for x in torch.randint(-(1 << 62), 1 << 62, (2,), generator=gen))
     alpha = _constant(9, 2000) | 1
@@ -208,3 +204,7 @@ def test_the_slot_hash_compression_cannot_be_undone_in_its_first_word():
     u = ((u >> 32) | (u << 32)) & _M  # undo the rotation
     recovered = _s64(u - alpha * b)
     assert recovered != _s64(a), "the first word of a compression is recovered from its result and the second"
+    for guess in (b, out):  # the feed-forward taken off as if it were the second word, or the result
+        u = ((out - guess) * pow(2 * b + 1, -1, 1 << 64)) & _M
+        u = ((u >> 32) | (u << 32)) & _M
+        assert _s64(u - alpha * b) != _s64(a)
