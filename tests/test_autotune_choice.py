@@ -1,0 +1,223 @@
+"""A choice of config by size for autotuned kernels whose key misses the size (evolver/autotune_choice.py).
+
+Given pinned-config candidates with per-case times (real Candidate and Evaluation objects, times made up: the
+interpreter times nothing), the tuner proposes one candidate that picks, per power of two of the row count, the
+pin that was fastest there. The candidate is then imported and run under the Triton interpreter: its outputs
+match the baseline's and the autotuner holds the chosen config at each size.
+"""
+from __future__ import annotations
+
+import ast
+import importlib
+import random
+import shutil
+import sys
+import uuid
+
+import pytest
+import torch
+from conftest import EXAMPLE
+
+from evolver.archive import Archive
+from evolver.autotune_choice import _nearest, choice_key
+from evolver.candidate import Candidate
+from evolver.operators import LaunchTuner
+from runners.policy import check_source
+from runners.results import CaseResult, Evaluation
+from runners.task import ArgSpec, Case, TaskSpec
+
+QK = (EXAMPLE / "tinyserve/kernels/qk_norm.py").read_text()
+QK_SPEC = TaskSpec(kernel="qk_rms_norm", module="tinyserve/kernels/qk_norm.py", entry="qk_rms_norm",
+                   args=[ArgSpec("x", ["T", "H", "D"]), ArgSpec("weight", ["D"]), ArgSpec("eps", value=1e-6)],
+                   cases=[Case({"T": 1, "H": 32, "D": 128}, dt) for dt in ("float16", "bfloat16")]
+                   + [Case({"T": 8192, "H": 32, "D": 128}, "float16"), Case({"T": 8192, "H": 8, "D": 128}, "float16")])
+
+# A synthetic kernel: literal configs on a decorator written over several lines (a trailing comma), the row count
+# passed as `x.shape[0]` (read exactly at each case), a key on the width only.
+SYNTH = '''\
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.autotune(
+    configs=[triton.Config({"R": 1}, num_warps=1), triton.Config({"R": 4}, num_warps=2),
+             triton.Config({"R": 16}, num_warps=4)],
+    key=["N"],
+)
+@triton.jit
+def _double(x_ptr, y_ptr, M, N, BLOCK_N: tl.constexpr, R: tl.constexpr):
+    rows = tl.program_id(0) * R + tl.arange(0, R)
+    cols = tl.arange(0, BLOCK_N)
+    mask = (rows < M)[:, None] & (cols < N)[None, :]
+    x = tl.load(x_ptr + rows[:, None] * N + cols[None, :], mask=mask, other=0.0)
+    tl.store(y_ptr + rows[:, None] * N + cols[None, :], x * 2, mask=mask)
+
+
+def double(x):
+    y = torch.empty_like(x)
+    n = x.shape[1]
+    _double[lambda meta: (triton.cdiv(x.shape[0], meta["R"]),)](x, y, x.shape[0], n,
+                                                                 BLOCK_N=triton.next_power_of_2(n))
+    return y
+'''
+SYNTH_SPEC = TaskSpec(kernel="double", module="double.py", entry="double", args=[ArgSpec("x", ["M", "N"])],
+                      cases=[Case({"M": 3, "N": 64}, "float32"), Case({"M": 40, "N": 64}, "float32"),
+                             Case({"M": 5000, "N": 64}, "float32")])
+
+
+def timed(i: int, genome: dict, times: dict[str, float]) -> Candidate:
+    cases = [CaseResult(case=c, correct=True, trials=3, baseline_us=10.0, candidate_us=t) for c, t in times.items()]
+    return Candidate(id=i, source=f"# {i}", operator="tuner", genome=genome,
+                     evaluation=Evaluation(stage="done", ok=True, timed=True, cases=cases))
+
+
+def pin(tuner: LaunchTuner, label: str) -> dict:
+    configs = next(k for k in tuner.knobs if k.name == "configs")
+    return {configs.key: configs.labels.index(f"pin {label}")}
+
+
+def archive_of(tuner: LaunchTuner, *pins: tuple[str, dict]) -> Archive:
+    archive = Archive()
+    base = Candidate(0, tuner.baseline, "baseline")
+    base.evaluation = Evaluation(stage="done", ok=True, timed=True)
+    archive.add(base)
+    for i, (label, times) in enumerate(pins, start=1):
+        archive.add(timed(i, pin(tuner, label), times))
+    return archive
+
+
+def qk_times(decode: float, prefill: float) -> dict[str, float]:
+    return {c.id: decode if c.symbols["T"] == 1 else prefill for c in QK_SPEC.cases}
+
+
+def load(tmp_path, source: str, name: str, helpers=(), gpu_configs: bool = False):
+    """Import ``source`` as ``<package>.<name>`` from a fresh folder (``helpers``: example modules beside it).
+    ``gpu_configs``: import as if a GPU were present, so that the example keeps its full config list."""
+    package = f"ks_choice_{uuid.uuid4().hex[:12]}"  # a fresh module: no autotuner cache of another test
+    folder = tmp_path / package
+    folder.mkdir(parents=True)
+    (folder / "__init__.py").write_text("")
+    for helper in helpers:
+        shutil.copy(EXAMPLE / "tinyserve/kernels" / helper, folder / helper)
+    (folder / f"{name}.py").write_text(source)
+    sys.path.insert(0, str(tmp_path))
+    real = torch.cuda.is_available
+    try:
+        if gpu_configs:
+            torch.cuda.is_available = lambda: True
+        return importlib.import_module(f"{package}.{name}")
+    finally:
+        torch.cuda.is_available = real
+        sys.path.remove(str(tmp_path))
+
+
+def test_qk_norm_gets_a_choice_by_row_count_once_two_pins_disagree(tmp_path):
+    tuner = LaunchTuner(QK, entry="qk_rms_norm", spec=QK_SPEC)
+    # one row per program fastest at decode (32 rows), 64 rows per program at prefill (65536 and 262144 rows)
+    archive = archive_of(tuner, ("ROWS=1, num_warps=1", qk_times(1.16, 159.4)),
+                         ("ROWS=64, num_warps=8", qk_times(1.63, 34.7)))
+    cand = tuner.propose(archive, random.Random(0))
+    value = cand.genome[choice_key("_qk_rms_norm_kernel")]
+    assert set(cand.genome) == {"_qk_rms_norm_kernel@autotune.choice"} and value["by"] == "n_rows"
+    configs = next(k for k in tuner.knobs if k.name == "configs")
+    # buckets 6 (32 rows) and 17 (65536): halfway is bucket 11, up to 2047 rows
+    assert value["table"] == [[2047, configs.labels.index("pin ROWS=1, num_warps=1")],
+                              [None, configs.labels.index("pin ROWS=64, num_warps=8")]]
+    assert tuner.describe(cand.genome) == [
+        "_qk_rms_norm_kernel (line 25): autotune config chosen by n_rows: n_rows <= 2047: ROWS=1, num_warps=1; "
+        "above: ROWS=64, num_warps=8 (key ['D', 'n_rows_bucket'])"]
+    ast.parse(cand.source)
+    assert check_source(cand.source, QK, "qk_rms_norm") == []
+    assert "(2047, {'ROWS': 1, 'num_warps': 1})," in cand.source and "n_rows=32 (T=1,H=32,D=128/bfloat16, " \
+        "T=1,H=32,D=128/float16): ROWS=1, num_warps=1" in " ".join(cand.source.replace("# ", "").split("\n"))
+    assert "n_rows_bucket=int(n_rows).bit_length()" in cand.source  # the launch passes the bucket: the cache key
+
+    # the same proposal is not made twice; the sweep goes on
+    again = tuner.propose(archive, random.Random(0))
+    assert choice_key("_qk_rms_norm_kernel") not in again.genome
+
+    base = load(tmp_path / "base", QK, "qk_norm", helpers=("utils.py",))
+    chosen = load(tmp_path / "cand", cand.source, "qk_norm", helpers=("utils.py",), gpu_configs=True)
+    tuned = chosen._qk_rms_norm_kernel
+    assert len(tuned.configs) == 9  # the original list, all of it
+    weight = torch.randn(32)
+    # 8 rows: below every measured bucket, the smallest's config; 32 rows: measured; 256 rows (bucket 9): nearer
+    # to 6 than to 17; 2048 rows (bucket 12): nearer to 17, ROWS=64
+    for tokens, heads, want in ((2, 4, (1, 1)), (1, 32, (1, 1)), (64, 4, (1, 1)), (256, 8, (64, 8))):
+        x = torch.randn(tokens, heads, 32)
+        got = chosen.qk_rms_norm(x, weight)
+        # the baseline (one row per program on the interpreter) at the sizes it runs quickly; the torch reference
+        want_out = base.qk_rms_norm(x, weight) if tokens * heads <= 32 else reference_qk(x, weight)
+        torch.testing.assert_close(got, want_out, atol=1e-5, rtol=1e-5)
+        assert (tuned.best_config.kwargs["ROWS"], tuned.best_config.num_warps) == want, (tokens, heads)
+    assert {key[1] for key in tuned.cache} == {4, 6, 9, 12}  # one autotuner entry per power of two
+
+
+def reference_qk(x, weight, eps=1e-6):
+    x32 = x.float()
+    return (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps) * weight.float()).to(x.dtype)
+
+
+def test_a_single_pin_or_one_pin_best_everywhere_proposes_no_choice():
+    tuner = LaunchTuner(QK, entry="qk_rms_norm", spec=QK_SPEC)
+    archive = archive_of(tuner, ("ROWS=1, num_warps=1", qk_times(1.16, 159.4)))
+    for _ in range(3):
+        cand = tuner.propose(archive, random.Random(0))
+        assert not any(k.endswith("@autotune.choice") for k in cand.genome)
+    archive = archive_of(tuner, ("ROWS=1, num_warps=1", qk_times(1.16, 159.4)),
+                         ("ROWS=64, num_warps=8", qk_times(1.63, 170.0)))  # ROWS=1 fastest at every size
+    assert choice_key("_qk_rms_norm_kernel") not in tuner.propose(archive, random.Random(0)).genome
+    # without the task's cases, no sizes: no choice either
+    blind = LaunchTuner(QK, entry="qk_rms_norm")
+    archive = archive_of(blind, ("ROWS=1, num_warps=1", qk_times(1.16, 159.4)),
+                         ("ROWS=64, num_warps=8", qk_times(1.63, 34.7)))
+    assert choice_key("_qk_rms_norm_kernel") not in blind.propose(archive, random.Random(0)).genome
+
+
+def test_buckets_without_data_take_the_nearest_measured_one():
+    assert _nearest([(6, 1), (17, 2)]) == ((2047, 1), (None, 2))  # 11 is 5 from 6 and 6 from 17
+    assert _nearest([(6, 1), (8, 2)]) == ((127, 1), (None, 2))  # 7 is as near to both: the smaller
+    assert _nearest([(3, 1), (5, 1), (9, 2), (12, 1)]) == ((127, 1), (1023, 2), (None, 1))  # runs merge
+
+
+def test_a_synthetic_kernel_chooses_by_the_launchs_own_row_count(tmp_path):
+    tuner = LaunchTuner(SYNTH, entry="double", spec=SYNTH_SPEC)
+    ids = [c.id for c in SYNTH_SPEC.cases]  # 3, 40 and 5000 rows: buckets 2, 6 and 13
+    archive = archive_of(tuner, ("R=1, num_warps=1", dict(zip(ids, (1.0, 2.0, 90.0)))),
+                         ("R=4, num_warps=2", dict(zip(ids, (1.1, 1.5, 40.0)))),
+                         ("R=16, num_warps=4", dict(zip(ids, (1.3, 1.6, 20.0)))))
+    cand = tuner.propose(archive, random.Random(0))
+    value = cand.genome[choice_key("_double")]
+    configs = next(k for k in tuner.knobs if k.name == "configs")
+    assert [(limit, configs.labels[p]) for limit, p in value["table"]] == [
+        (15, "pin R=1, num_warps=1"), (511, "pin R=4, num_warps=2"), (None, "pin R=16, num_warps=4")]
+    assert "the launch's `x.shape[0]` at the cases' shapes" in " ".join(
+        line.lstrip("# ") for line in cand.source.splitlines())
+    assert "key=['N', 'M_bucket'],\n    prune_configs_by={'early_config_prune': _double_config_by_M}," in cand.source
+    assert check_source(cand.source, SYNTH, "double") == []
+    module = load(tmp_path, cand.source, "double")
+    # bucket 4 (8-15 rows) is as near to 2 as to 6: the smaller; 16 rows (bucket 5) is nearer to 6
+    for rows, want in ((2, 1), (15, 1), (16, 4), (300, 4), (600, 16)):
+        x = torch.randn(rows, 48)
+        torch.testing.assert_close(module.double(x), x * 2)
+        assert module._double.best_config.kwargs == {"R": want}, rows
+
+
+def test_the_findings_report_the_choice_and_what_it_measured():
+    from test_report_findings import report
+
+    from bot.report import render_markdown
+
+    tuner = LaunchTuner(QK, entry="qk_rms_norm", spec=QK_SPEC)
+    archive = archive_of(tuner, ("ROWS=1, num_warps=1", qk_times(1.16, 159.4)),
+                         ("ROWS=64, num_warps=8", qk_times(1.63, 34.7)))
+    cand = tuner.propose(archive, random.Random(0))
+    cand.id = archive.next_id()
+    cand.evaluation = timed(0, {}, qk_times(1.2, 35.0)).evaluation
+    archive.add(cand)
+    [finding] = tuner.autotune_findings(archive)
+    assert finding["choice"]["fitness"] == pytest.approx((10 / 1.2 * 10 / 35.0) ** 0.5, abs=1e-3)
+    assert "with the config chosen by n_rows: n_rows <= 2047: ROWS=1, num_warps=1; above: ROWS=64, num_warps=8 " \
+           "(key ['D', 'n_rows_bucket']) written in the source it measured 1.54x" in finding["note"]
+    assert "written in the source it measured 1.54x (geometric mean)." in render_markdown(report(autotune=[finding]))
