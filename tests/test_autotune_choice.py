@@ -220,4 +220,7 @@ def test_the_findings_report_the_choice_and_what_it_measured():
     assert finding["choice"]["fitness"] == pytest.approx((10 / 1.2 * 10 / 35.0) ** 0.5, abs=1e-3)
     assert "with the config chosen by n_rows: n_rows <= 2047: ROWS=1, num_warps=1; above: ROWS=64, num_warps=8 " \
            "(key ['D', 'n_rows_bucket']) written in the source it measured 1.54x" in finding["note"]
-    assert "written in the source it measured 1.54x (geometric mean)." in render_markdown(report(autotune=[finding]))
+    md = render_markdown(report(autotune=[finding]))
+    assert "written in the source it measured 1.54x (geometric mean)." in md
+    assert "| case | fastest pinned config | its speedup over the autotuned kernel | the config chosen by size |" in md
+    assert "| `T=8192,H=32,D=128/float16` | ROWS=64, num_warps=8 | 0.288× | 0.286× |" in md
