@@ -224,3 +224,71 @@ def test_the_findings_report_the_choice_and_what_it_measured():
     assert "written in the source it measured 1.54x (geometric mean)." in md
     assert "| case | fastest pinned config | its speedup over the autotuned kernel | the config chosen by size |" in md
     assert "| `T=8192,H=32,D=128/float16` | ROWS=64, num_warps=8 | 0.288× | 0.286× |" in md
+
+
+# The H200's times of the QK-norm's configs (bench/results/example-autotune-h200/qk-configs.json, fp16, µs), at
+# decode (T=1, 32 rows) and prefill (T=8192, 262144 rows), replayed below on the interpreter's smoke cases.
+H200_US = {"decode": {(1, 1): 1.16, (1, 4): 1.58, (1, 8): 1.58, (8, 1): 1.47, (8, 4): 1.34, (8, 8): 1.33,
+                      (64, 1): 3.34, (64, 4): 1.74, (64, 8): 1.63},
+           "prefill": {(1, 1): 159.4, (1, 4): 160.52, (1, 8): 240.26, (8, 1): 33.96, (8, 4): 33.98, (8, 8): 38.58,
+                       (64, 1): 41.69, (64, 4): 37.06, (64, 8): 34.7}}
+
+
+@pytest.mark.slow  # about 30 s: the baseline check and five evaluations on the interpreter
+def test_a_search_on_the_interpreter_proposes_evaluates_and_describes_the_choice(tmp_path):
+    """The engine, the real evaluator (three processes, the Triton interpreter) and the tuner together. The
+    interpreter times nothing, so each correct evaluation gets replayed H200 times for the config it runs at each
+    case (decode's for the smaller smoke case, prefill's for the larger): the search reaches the choice after the
+    two re-keys and two pins, the evaluator finds it correct, and the report's words name it."""
+    import re
+
+    from bot.config import load_config, task_spec
+    from evolver.engine import EngineOptions, run_search
+    from runners.extract import build_bundle
+    from runners.sandbox import Evaluator, copy_reference
+
+    spec = task_spec("qk_rms_norm", load_config(EXAMPLE).kernels["qk_rms_norm"], "interpret")
+    assert [c.id for c in spec.cases] == ["T=3,H=4,D=96/float16", "T=9,H=2,D=128/float16"]  # 12 and 18 rows
+    bundle = tmp_path / "bundle"
+    build_bundle(EXAMPLE, spec, bundle)
+    copy_reference(EXAMPLE, bundle, spec.reference)
+    phase = {"T=3,H=4,D=96/float16": "decode", "T=9,H=2,D=128/float16": "prefill"}
+    sizes = {"T=3,H=4,D=96/float16": 12, "T=9,H=2,D=128/float16": 18}
+
+    def config_of(cand: Candidate, case: str) -> tuple[int, int]:
+        """The config the candidate runs at the case: its pin, its table's row, or the autotuner's usual pick."""
+        table = next((v["table"] for k, v in cand.genome.items() if k.endswith("@autotune.choice")), None)
+        label = next((configs.labels[v] for k, v in cand.genome.items() if k == configs.key), "")
+        if table is not None:
+            label = configs.labels[next(p for limit, p in table if limit is None or sizes[case] <= limit)]
+        found = re.match(r"pin ROWS=(\d+), num_warps=(\d+)", label)
+        return (int(found[1]), int(found[2])) if found else (8, 8)
+
+    evaluated = []
+    with Evaluator(bundle, "interpret", timeout=120, trials=1) as evaluator:
+        configs = next(k for k in LaunchTuner(evaluator.baseline, entry="qk_rms_norm").knobs if k.name == "configs")
+
+        def replay(cand: Candidate) -> Evaluation:
+            ev = evaluator.evaluate(cand.source, random.randrange(1 << 62), protocol="search")
+            evaluated.append((cand.genome, ev.ok))
+            if ev.ok:
+                for case in ev.cases:
+                    case.baseline_us = H200_US[phase[case.case]][(8, 8)]
+                    case.candidate_us = H200_US[phase[case.case]][config_of(cand, case.case)]
+                ev.timed = True
+            return ev
+
+        baseline = Candidate(0, evaluator.baseline, "baseline")
+        baseline.evaluation = replay(baseline)
+        (tmp_path / "run").mkdir()
+        engine = run_search(evaluator, baseline, EngineOptions(budget=5), tmp_path / "run", 0, evaluate=replay)
+        engine.store.close()
+    assert all(ok for _, ok in evaluated), evaluated
+    [choice] = [c for c in engine.archive.candidates if "_qk_rms_norm_kernel@autotune.choice" in c.genome]
+    assert choice.correct and len(engine.archive.candidates) == 6
+    # 12 rows (bucket 4): one row per program, fastest at decode; 18 rows (bucket 5): ROWS=64/8 warps of the two
+    # pins timed (farthest-first: ROWS=1/1 warp and ROWS=64/8 warps), faster at prefill
+    assert engine.describer.describe(choice.genome) == [
+        "_qk_rms_norm_kernel (line 25): autotune config chosen by n_rows: n_rows <= 15: ROWS=1, num_warps=1; "
+        "above: ROWS=64, num_warps=8 (key ['D', 'n_rows_bucket'])"]
+    assert engine.archive.best() is choice
