@@ -133,17 +133,25 @@ def padding_like(t: torch.Tensor, size: int, gen: torch.Generator, spread: bool 
 # at most one row of pad (the trial's storage and its file stay within twice the tensor).
 PAD_ROWS, PAD_BIG_BYTES = 4, 64 << 20
 VIEW_ALIGN_BYTES = 16
+WHOLE_ROW_SHARE = 0.5  # of the pads drawn: a whole number of rows (``_pad_elems``); the rest 16-byte steps
 
 
 def _pad_elems(t: torch.Tensor, gen: torch.Generator, taken: set[int]) -> int:
     """One argument's row pad, in elements: drawn from ``gen``, and not one another argument of the call has (a
     kernel that addresses one input with another's strides is then wrong, as for a caller passing one strided
-    input beside another)."""
+    input beside another). A share of the draws (``WHOLE_ROW_SHARE``) are whole rows, 1 to PAD_ROWS of them: a
+    fused qkv's q, whose row stride is a multiple of its row, is what callers pass most, and a log-uniform width
+    lands on a multiple of the row rarely (a kernel wrong only there went unseen)."""
     unit = max(1, VIEW_ALIGN_BYTES // t.element_size())
     row = t.shape[-1] * t.element_size()
-    most = max(4, (row * (PAD_ROWS if t.numel() * t.element_size() <= PAD_BIG_BYTES else 1)) // VIEW_ALIGN_BYTES)
-    steps = int(math.exp(float(torch.rand(1, generator=gen, device=gen.device)) * math.log(most + 1)))
-    pad = unit * max(1, min(most, steps))
+    rows = PAD_ROWS if t.numel() * t.element_size() <= PAD_BIG_BYTES else 1
+    most = max(4, (row * rows) // VIEW_ALIGN_BYTES)
+    whole, u = (float(x) for x in torch.rand(2, generator=gen, device=gen.device))
+    if whole < WHOLE_ROW_SHARE:
+        pad = t.shape[-1] * (1 + int(u * rows))
+    else:
+        steps = int(math.exp(u * math.log(most + 1)))
+        pad = unit * max(1, min(most, steps))
     while pad in taken:
         pad += unit
     taken.add(pad)

@@ -252,3 +252,41 @@ def test_an_output_made_with_empty_like_of_a_one_row_slice_is_accepted(tmp_path)
         assert variant.count("empty_like(hidden_states)") == 1 and "out if out.shape == shape" in variant
         r = ev.evaluate(variant, seed=11, time_it=False)
     assert r.ok, r.error
+
+
+def test_a_share_of_the_pads_are_whole_rows_and_the_rest_are_not():
+    """A fused qkv's q (row stride 3H) is what callers pass most: half the trial's pads are a whole number of rows
+    (1 to 4), the rest 16-byte steps, log-uniform, which alone landed on a multiple of the row about once in 70
+    draws. Half and half: a kernel wrong on either kind is caught as often."""
+    x = torch.randn(6, 96, dtype=torch.float16)
+    whole, widths = 0, set()
+    for seed in range(200):
+        wide = row_padded({"x": x}, gen=torch.Generator().manual_seed(seed))[0]["x"]
+        pad = wide.stride(0) - x.shape[1]
+        whole += int(pad % x.shape[1] == 0)
+        widths.add(pad)
+        assert 0 < pad <= 4 * x.shape[1]
+    assert 70 <= whole <= 130 and len(widths) >= 20
+    assert {96 * k for k in (1, 2, 3, 4)} <= widths
+
+
+def test_a_kernel_wrong_only_at_whole_row_pads_is_refused(rms_bundle, rms_evaluator, tmp_path):
+    """The cheat takes the strides everywhere but at a pad of whole rows, where it reads densely: right on most
+    of the trial's old widths, wrong on q of a fused qkv; refused by the layout trial now (at 7 of 8 seeds on the
+    interpreter's two smoke cases; before, at none)."""
+    from test_judge_attacks_round6 import _import, _qkv_slice
+
+    from conftest import CHEATS
+    from runners.task import read_task
+
+    source = (CHEATS / "wrong_at_whole_row_pads.py").read_text()
+    module = read_task(rms_bundle).module
+    base, cheat = _import(rms_bundle, module, None, tmp_path), _import(rms_bundle, module, source, tmp_path)
+    w = torch.rand(96) + 0.5
+    x = torch.randn(6, 96)
+    odd = x.new_empty(6, 96 + 24)[:, :96].copy_(x)  # a pad of a quarter row: right
+    assert torch.allclose(cheat.rms_norm(odd, w), base.rms_norm(x, w), atol=1e-5)
+    q, dense = _qkv_slice(1)
+    assert not torch.allclose(cheat.rms_norm(q, w), base.rms_norm(dense, w), atol=1e-2)
+    ev = rms_evaluator.evaluate(source, seed=41, time_it=False, static_policy=False)
+    assert not ev.ok and ev.stage == "correctness" and "slices of a wider buffer" in ev.error, (ev.stage, ev.error)
