@@ -14,7 +14,9 @@ alternative as one candidate:
 - rendered as a small table ``(largest size, config)`` and a module-level ``early_config_prune`` function that
   returns the one config of the table for the call's size (Triton then benchmarks nothing: one config left), the
   original configs list and the key re-keyed on the size (bucketed where every launch can pass the bucket, else
-  exact) so that each bucket gets its own entry in the autotuner's cache.
+  exact) so that each bucket gets its own entry in the autotuner's cache. Triton's autotuner calls
+  ``early_config_prune(configs, named_args, **kwargs)`` once per new key (Triton 2.2 to 3.9); with one config left,
+  recent versions run it without timing, older ones time that one config once and keep it.
 
 The genome of such a candidate is ``{"<kernel>@autotune.choice": {"by": size, "key": key choice, "table":
 [[largest size or None, pin choice of the configs knob], ...]}}``.
@@ -188,7 +190,7 @@ def render_choice(source: str, knobs: list[Knob], entry: str | None, plan: Plan,
     lines = keyed.splitlines(keepends=True)
     last = (dec.args + dec.keywords)[-1]
     line = lines[last.end_lineno - 1].encode()
-    indent = " " * len(lines[dec.lineno - 1].encode()[:(dec.args + dec.keywords)[0].col_offset].decode())
+    indent = " " * (dec.args + dec.keywords)[0].col_offset  # under the decorator's first argument
     added = f",\n{indent}prune_configs_by={{'early_config_prune': {fn}}}"
     lines[last.end_lineno - 1] = (line[:last.end_col_offset] + added.encode() + line[last.end_col_offset:]).decode()
     first = min(d.lineno for d in kernel.decorator_list)
