@@ -7,7 +7,7 @@ import torch
 
 from .recorded import tensor as recorded_tensor
 from .recorded import value_sets
-from .shapes import eval_dim
+from .shapes import eval_dim, view_span
 from .task import ArgSpec, Case
 
 
@@ -76,7 +76,7 @@ def strided(t: torch.Tensor, strides: list[int] | None, gen: torch.Generator | N
     if not t.numel() or min(strides) < 0:
         out = torch.empty_strided(t.shape, strides, dtype=t.dtype, device=t.device)
     else:
-        span = 1 + sum((n - 1) * s for n, s in zip(t.shape, strides))
+        span = view_span(t.shape, strides)
         size = max(offset + span, max(n * s for n, s in zip(t.shape, strides)))
         storage = padding_like(t, size, gen, spread) if gen is not None else \
             torch.zeros(size, dtype=t.dtype, device=t.device)

@@ -26,3 +26,9 @@ def eval_dim(dim, symbols: dict) -> int:
         raise ValueError(f"unsupported shape expression {dim!r} (use ints, symbols, + - * //)")
 
     return ev(parse(str(dim), mode="eval").body)
+
+
+def view_span(shape, strides) -> int:
+    """Elements from a view's first place to its last, inclusive, for non-negative strides (1 + the sum of (n - 1)
+    times the stride): the storage a view of that shape and those strides needs past its offset."""
+    return 1 + sum((n - 1) * s for n, s in zip(shape, strides))

@@ -25,6 +25,8 @@ from pathlib import Path
 
 import torch
 
+from .shapes import view_span
+
 MAX_MESSAGE = 16 << 20  # a JSON message is small; tensors travel as files
 DTYPES = {
     "float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32, "float64": torch.float64,
@@ -139,7 +141,7 @@ def _check_storage(meta: dict, shape: list[int], elem: int) -> tuple[int, list[i
         raise WireError(f"bad strides {strides!r}")
     if type(offset) is not int or offset < 0:
         raise WireError(f"bad storage offset {offset!r}")
-    if math.prod(shape) and offset + 1 + sum((n - 1) * s for n, s in zip(shape, strides)) > nbytes // elem:
+    if math.prod(shape) and offset + view_span(shape, strides) > nbytes // elem:
         raise WireError(f"a view of shape {shape}, strides {strides} at offset {offset} reaches past a storage of "
                         f"{nbytes} bytes")
     return nbytes, strides, offset
