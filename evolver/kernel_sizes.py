@@ -86,6 +86,8 @@ _OPS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lamb
 def _value(node: ast.expr, env: dict):
     if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
         return node.value
+    if isinstance(node, ast.Constant) and node.value is None:
+        return None
     if isinstance(node, ast.Name):
         if node.id in env:
             return env[node.id]
@@ -111,6 +113,13 @@ def _value(node: ast.expr, env: dict):
         return _OPS[type(node.op)](_value(node.left, env), _value(node.right, env))
     if isinstance(node, ast.Call):
         return _call(node, env)
+    if isinstance(node, ast.IfExp):
+        return _value(node.body if _value(node.test, env) else node.orelse, env)
+    if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.Is, ast.IsNot)) \
+            and isinstance(node.comparators[0], ast.Constant) and node.comparators[0].value is None:
+        if isinstance(node.left, ast.Name) and node.left.id not in env:
+            raise _Unknown(node.left.id)
+        return (_value(node.left, env) is None) == isinstance(node.ops[0], ast.Is)  # `residual is None`
     raise _Unknown(type(node).__name__)
 
 

@@ -292,3 +292,38 @@ def test_a_search_on_the_interpreter_proposes_evaluates_and_describes_the_choice
         "_qk_rms_norm_kernel (line 25): autotune config chosen by n_rows: n_rows <= 15: ROWS=1, num_warps=1; "
         "above: ROWS=64, num_warps=8 (key ['D', 'n_rows_bucket'])"]
     assert engine.archive.best() is choice
+
+
+def test_sizes_are_read_from_the_launchers_assignments_or_as_the_rows_of_the_input():
+    from evolver.kernel_sizes import case_sizes
+    from evolver.launch_params import autotuned_kernels
+    from runners.syntax import parse
+
+    launcher = SYNTH.replace('''    y = torch.empty_like(x)
+    n = x.shape[1]
+    _double[lambda meta: (triton.cdiv(x.shape[0], meta["R"]),)](x, y, x.shape[0], n,''', '''    y = torch.empty_like(x)
+    t, h, n = x.shape
+    flat = x.view(-1, n).contiguous()
+    rows = flat.size(0) if residual is None else t  # (not a row count: only to tell the branches apart)
+    _double[lambda meta: (triton.cdiv(rows, meta["R"]),)](flat, y, rows, n,''').replace(
+        "def double(x):", "def double(x, residual=None):")
+    assert launcher != SYNTH
+    spec = TaskSpec(kernel="double", module="d.py", entry="double",
+                    args=[ArgSpec("x", ["T", "H", "N"]), ArgSpec("residual", ["T", "H", "N"], when="residual")],
+                    cases=[Case({"T": 5, "H": 3, "N": 64}, "float32"),
+                           Case({"T": 7, "H": 2, "N": 32, "residual": True}, "float32")])
+    tree = parse(launcher)
+    [tuned] = autotuned_kernels(tree, launcher, "double")
+    sizes = case_sizes(tree, "double", tuned.fn, tuned.sites, "M", spec)
+    assert {k: v.value for k, v in sizes.items()} == {"T=5,H=3,N=64/float32": 15,
+                                                        "T=7,H=2,N=32,residual/float32": 7}
+    assert all(v.how == "the launch's `rows` at the cases' shapes" for v in sizes.values())
+    # a helper of another module reshapes the input: the rows of the first tensor of two or more dimensions
+    helper = launcher.replace("flat = x.view(-1, n).contiguous()", "flat = as_rows(x)").replace(
+        "rows = flat.size(0) if residual is None else t  # (not a row count: only to tell the branches apart)",
+        "rows = flat.shape[0]")
+    tree = parse(helper)
+    [tuned] = autotuned_kernels(tree, helper, "double")
+    sizes = case_sizes(tree, "double", tuned.fn, tuned.sites, "M", spec)
+    assert sizes["T=5,H=3,N=64/float32"].value == 15
+    assert sizes["T=5,H=3,N=64/float32"].how == "`rows` read as the rows of x, every dimension but the last"
