@@ -1,7 +1,7 @@
 """On CUDA: the window's commitments (runners/timing.py) give the integers the judge computes on the CPU, for every
 wire dtype, odd sizes, strided outputs, and through the captured plan; prints one line per check and the cost of a
 commitment. A standalone form of tests/test_commitments.py::test_gpu_the_device_computes_the_judges_integers for a
-device without the test dependencies: python3 bench/commit_check_gpu.py"""
+device without the test dependencies (that test runs ``check``): python3 bench/commit_check_gpu.py"""
 import json
 import sys
 import time
@@ -22,23 +22,22 @@ def _sample(dtype, n, gen):
     return torch.randint(-100, 100, (n,), generator=gen, dtype=dtype)
 
 
-def main() -> int:
+def check() -> dict:
+    """The checks (``checks``: name -> the CUDA integers are the CPU's; ``captured``: the plan went into a graph) and
+    the cost of a commitment of a prefill-like and a decode-like window."""
     out = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__,
            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "checks": {}}
     gen = torch.Generator().manual_seed(8)
-    ok = True
     for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.int8, torch.int32, torch.int64, torch.bool):
         outs = [_sample(dtype, n, gen) for n in (0, 1, 7, 9, 65, 4097, 100_003)]
         same = commitments([t.cuda() for t in outs], 5) == commitments(outs, 5)
         out["checks"][f"direct {dtype}"] = same
-        ok &= same
     slots = [(torch.randn(64, 48, generator=gen).to(torch.float16).t(), torch.randint(0, 9, (5,), generator=gen))
              for _ in range(300)]
     plan = CommitPlan([(a.cuda(), b.cuda()) for a, b in slots], capture=True)
     for key in (3, 4, 3):
         same = plan.hashes(key).tolist() == commitments(slots, key)
         out["checks"][f"captured plan key {key}"] = same
-        ok &= same
     out["captured"] = plan.graph is not None
     for what, outs in (("64 MB, 1 slot", [torch.randn(32 << 20, device="cuda").half()]),
                        ("8192 slots of 8 KB", [torch.randn(4096, device="cuda").half() for _ in range(8192)])):
@@ -52,8 +51,13 @@ def main() -> int:
         end.record()
         end.synchronize()
         out[f"commit us, {what}"] = round(start.elapsed_time(end) * 100, 1)
+    return out
+
+
+def main() -> int:
+    out = check()
     print(json.dumps(out, indent=1))
-    return 0 if ok and out["captured"] else 1
+    return 0 if all(out["checks"].values()) and out["captured"] else 1
 
 
 if __name__ == "__main__":

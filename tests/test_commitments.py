@@ -159,34 +159,16 @@ _needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a C
 def test_gpu_the_device_computes_the_judges_integers():
     """On CUDA, the direct run and the captured plan (a window's graph outputs, runners/timing.py ``SlotTimer``)
     give the integers the judge computes on the CPU, for every wire dtype, odd sizes and strided outputs; and the
-    cost of a commitment at a prefill-like and a decode-like window is printed (``-s``)."""
-    from runners.timing import CommitPlan
+    cost of a commitment at a prefill-like and a decode-like window is printed (``-s``). The checks live in
+    bench/commit_check_gpu.py, which runs them on a device without the test dependencies."""
+    import runpy
 
-    gen = torch.Generator().manual_seed(8)
-    for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.int8, torch.int32, torch.int64, torch.bool):
-        outs = [_sample(dtype, n, gen) for n in (0, 1, 7, 9, 65, 4097, 100_003)]
-        assert commitments([t.cuda() for t in outs], 5) == commitments(outs, 5), dtype
-    slots = [(torch.randn(64, 48, generator=gen).to(torch.float16).t(), torch.randint(0, 9, (5,), generator=gen))
-             for _ in range(300)]
-    on_gpu = [(a.cuda(), b.cuda()) for a, b in slots]
-    plan = CommitPlan(on_gpu, capture=True)
-    for key in (3, 4, 3):
-        assert plan.hashes(key).tolist() == commitments(slots, key), key
-    assert plan.graph is not None, "the plan was not captured (the direct run stays: slower, still right)"
-    for what, outs in (("64 MB, 1 slot", [torch.randn(32 << 20, device="cuda").half()]),
-                       ("8192 slots of 8 KB", [torch.randn(4096, device="cuda").half() for _ in range(8192)])):
-        for capture in (False, True):
-            plan = CommitPlan(outs, capture=capture)
-            plan.hashes(1)
-            plan.hashes(1)
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            for key in range(10):
-                digest(plan.hashes(key), key)
-            end.record()
-            end.synchronize()
-            print(f"commitment of {what}, captured={plan.graph is not None}: "
-                  f"{start.elapsed_time(end) * 100:.0f} us a window")
+    from conftest import ROOT
+
+    out = runpy.run_path(str(ROOT / "bench" / "commit_check_gpu.py"))["check"]()
+    print({k: v for k, v in out.items() if k.startswith("commit us")})
+    assert all(out["checks"].values()), out["checks"]
+    assert out["captured"], "the plan was not captured (the direct run stays: slower, still right)"
 
 
 def test_the_slot_hash_compression_cannot_be_undone_in_its_first_word():
