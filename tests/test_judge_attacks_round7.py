@@ -224,3 +224,142 @@ def test_a_tuple_for_a_tensor_breaks_its_callers(rms_bundle, tmp_path):
 def test_a_tuple_for_a_tensor_is_refused(tuple_run):
     ev = tuple_run
     assert not ev.ok and ev.stage == "correctness", _summary(ev)
+
+
+# ---- 4. the timed calls are checked on easy values only -----------------------------------------------------------
+
+EASY = "round7_timed_path_right_only_on_the_windows_values.py"
+SOFTMAX_WINDOW = {"max_slots": 2, "max_window_slots": 4, "reveal_slots": 4}  # every slot of the window shown
+SOFTMAX_SYMBOLS = {"M": 4, "N": 64}
+
+
+@pytest.fixture(scope="module")
+def softmax_bundle(tmp_path_factory):
+    from bot.config import load_config, task_spec
+    from conftest import EXAMPLE
+
+    from runners.extract import build_bundle
+
+    spec = task_spec("softmax", load_config(EXAMPLE).kernels["softmax"], "interpret")
+    bundle = tmp_path_factory.mktemp("r7-softmax")
+    build_bundle(EXAMPLE, spec, bundle)
+    return bundle
+
+
+def _window_peaks(bundle, secret: int, symbols: dict, count: int = 8) -> list[float]:
+    """The largest |value| of the judge's window fill in each of its three rounds, for one case at index 0 (the
+    secret is the evaluation's seed), as runners/judge_clock.py _corroborate fills it."""
+    import dataclasses
+
+    from runners.inputs import SlotBank
+    from runners.protocol import trial_seed
+    from runners.task import read_task
+
+    spec = read_task(bundle)
+    bank = SlotBank(spec.args, dataclasses.replace(spec.cases[0], symbols=symbols), "cpu", count,
+                    per_slot_scales=False)
+    peaks = []
+    for r in range(3):
+        bank.fill(trial_seed(secret, 50_000 + r, 0))
+        peaks.append(max(float(b.float().abs().max()) for b in bank.blocks.values()))
+    return peaks
+
+
+@pytest.fixture(scope="module")
+def easy_run(softmax_bundle, tmp_path_factory) -> dict:
+    from test_judge_attacks_round4 import _timed_judge
+
+    # the cheat gets past most secrets (its one-pass kernel overflows only when a window's scale is drawn above
+    # ~25, 2 % of rounds); the first secret whose window peaks stay under 80 (the draw the test depends on). The
+    # search's protocol clocks the case too (a speedup is claimed) and was measured the same: ok, about 1.4x.
+    seed = next(s for s in range(1, 50) if max(_window_peaks(softmax_bundle, s, SOFTMAX_SYMBOLS, 4)) < 80)
+    [run] = _timed_judge(softmax_bundle, tmp_path_factory.mktemp("r7-easy"),
+                         [(_source(EASY), "verify", seed, SOFTMAX_WINDOW)], SOFTMAX_SYMBOLS)
+    return run
+
+
+def test_the_timed_path_is_wrong_on_the_judges_own_trial_values(softmax_bundle, tmp_path):
+    """Control, outside the judge: on the values of a later correctness trial (a scale of 10, a wide row, as
+    runners/inputs.py make_inputs draws them) laid out as a caller's slice (a dense view into a larger buffer, as a
+    slot is), the cheat's softmax is inf/NaN where the baseline's is a distribution; on the same values owning
+    their storage (how every correctness trial sends them) it is the baseline's. On the window's values (one
+    scale, plain normal) the timed path is right."""
+    from test_judge_attacks_round4 import _import
+
+    from runners.inputs import make_inputs
+    from runners.task import read_task
+
+    spec = read_task(softmax_bundle)
+    base = _import(softmax_bundle, spec.module, None, tmp_path)
+    cheat = _import(softmax_bundle, spec.module, _source(EASY), tmp_path)
+    drawn = (make_inputs(spec.args, spec.cases[0], "cpu", seed=s, trial=1)["x"] for s in range(400))
+    x = next(x for x in drawn if float(x.float().abs().max()) > 100)  # a trial-1 draw of the judge's own: wide row
+    want = base.softmax(x)
+    assert torch.isfinite(want.float()).all() and torch.allclose(want.float().sum(-1), torch.ones(x.shape[0]),
+                                                                 atol=2e-2)
+    start = 128 * (-(-x.numel() // 128))  # 256-byte aligned, as a fresh allocation (and a slot) is
+    wide = torch.empty(4 * start, dtype=x.dtype)
+    view = wide[start:start + x.numel()].view(x.shape)  # a dense slice of a larger buffer (row 1 of 4)
+    view.copy_(x)
+    assert not torch.isfinite(cheat.softmax(view).float()).all()
+    assert torch.allclose(cheat.softmax(x.clone()).float(), want.float(), atol=1e-3)
+    block = torch.randn(4 * start, generator=torch.Generator().manual_seed(1)).half() * 8
+    slot = block[start:start + x.numel()].view(x.shape)
+    assert torch.allclose(cheat.softmax(slot).float(), base.softmax(slot.clone()).float(), atol=1e-3)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "runners/inputs.py SlotBank.fill gives every timed call (the samples and the judge's window) plain normal values "
+    "with one scale per block and round (per_slot_scales=False), no near-zero or wide row, no mask, no padding, "
+    "scalars at range[0]; the hard values of check_case, _check_layout and _check_masked reach only the untimed "
+    "calls, and a call tells the two apart from its input's storage (a contiguous view, 256-byte aligned, into a "
+    "block at least twice its size). This softmax runs a one-pass kernel without the max in every timed call "
+    "(inf/NaN past ~88, the judge's own trial-1 wide row) and the baseline's kernel in every checked one: ok "
+    "under both protocols on the stand-in, every window slot shown and right (credited 1.3-1.4x by this "
+    "stand-in's host clock, an interpreter's number, not a GPU's: what the unsafe path saves is small for a "
+    "memory-bound softmax, more for compute-bound ones: an fp16-accumulating matmul, "
+    "attention without the running-max rescale). Fix: make the window's values as hard as the trials': "
+    "SlotBank.fill (which='window') gives each slot its own structured rows (a near-zero row and a row of "
+    "3.5 orders of magnitude, two strided mul_ over the block, not a pass over all of it) and, where the case's "
+    "masked trial applies, -inf runs in some slots; and one correctness trial per case sends its inputs laid out "
+    "as slots (the view at row k of a block of count aligned rows, runners/wire.py storage headers already carry "
+    "it), so that storage tells nothing"))
+def test_a_timed_path_right_only_on_the_windows_values_is_refused(easy_run):
+    ev = easy_run
+    assert not ev["ok"] and ev["stage"] in ("correctness", "timing"), json.dumps(ev)
+
+
+# ---- 5. work queued on the device before the candidate's pause (GPU) ----------------------------------------------
+
+QUEUES = "round7_queues_device_work_before_its_pause.py"
+
+
+def test_the_device_work_queuer_is_honest_without_a_gpu(rms_evaluator):
+    """Control: without CUDA its worker's channel is left alone and the kernel is an honest rewrite (ok); on the
+    GPU it only adds device work queued after each of its replies."""
+    ev = rms_evaluator.evaluate(_source(QUEUES), seed=75, time_it=False, trials=1, static_policy=False)
+    assert ev.ok, _summary(ev)
+
+
+@pytest.mark.gpu
+@_needs_gpu
+@pytest.mark.parametrize("protocol", ["verify", "search"])
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "prediction (H200), not run: runners/judge_clock.py _alone stops the candidate's worker group with SIGSTOP while "
+    "the oracle is timed (runners/processes.py WorkerProcess.pause), which stops its host threads but not the device "
+    "work it queued before: this worker queues, after each reply it sends (outside the judge's clock of its own "
+    "requests), about as much device time of 8192^2 fp16 matmuls as the oracle's next measurement lasts, and waits "
+    "for it at the start of its own next request. Two contexts time-slice the GPU, so the oracle's samples, its "
+    "own event time of its window pass and its wall by the judge's clock grow together (its extra too little to "
+    "matter), and the honest candidate (about 1.0x) is claimed, corroborated and credited about 1.3-2x at every "
+    "case, under both protocols. Fix: before each oracle measurement the candidate's device queue must be known "
+    "empty, not only its host stopped: in _alone, after pause(), wait until the device runs nothing of the "
+    "candidate's (NVML: nvmlDeviceGetProcessUtilization / running compute processes for its pid, or an oracle-side "
+    "probe kernel whose latency must be its idle latency), or hold the oracle's sample medians against its own "
+    "medians measured once with no candidate process alive (quarantine when they moved past their spread)"))
+def test_gpu_device_work_queued_before_the_pause_earns_no_credit(gpu_rms_evaluator, protocol):  # noqa: F811
+    ev = gpu_rms_evaluator.evaluate(_source(QUEUES), seed=25, time_it=True, trials=2, static_policy=False,
+                                    protocol=protocol)
+    assert ev.stage not in ("compile", "crashed", "baseline", "correctness", "kernel"), _gpu_summary(ev)
+    assert (not ev.ok and ev.stage == "timing") or all((c.speedup or 0.0) <= 1.10 for c in ev.cases), \
+        _gpu_summary(ev)
