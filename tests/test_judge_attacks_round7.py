@@ -363,3 +363,54 @@ def test_gpu_device_work_queued_before_the_pause_earns_no_credit(gpu_rms_evaluat
     assert ev.stage not in ("compile", "crashed", "baseline", "correctness", "kernel"), _gpu_summary(ev)
     assert (not ev.ok and ev.stage == "timing") or all((c.speedup or 0.0) <= 1.10 for c in ev.cases), \
         _gpu_summary(ev)
+
+
+# ---- 6. Triton kernels of its own named after the kernels torch ran (GPU) -----------------------------------------
+
+NAMED = "round7_kernel_named_after_inductors.py"
+
+
+def test_a_kernel_of_its_own_can_carry_an_inductor_kernels_name(rms_bundle, tmp_path):
+    """Control, without a GPU: the cheat makes a ``@triton.jit`` kernel of its own package under any identifier
+    (here one inductor gives its RMSNorm kernels), which the launch hook records as the candidate's
+    (``module:name``) and which runs; and the judge's share rule (runners/judge_clock.py ``_share``) counts a
+    profiled kernel of that name as the candidate's own: on a profile where inductor's kernel does all the work
+    and the token launch costs 1 %, the own share is 1.0."""
+    from test_judge_attacks_round4 import _import
+
+    from runners.judge_clock import _share
+    from runners.task import read_task
+
+    cheat = _import(rms_bundle, read_task(rms_bundle).module, _source(NAMED), tmp_path)
+    name = "triton_per_fused__to_copy_add_mean_mul_pow_rsqrt_0"
+    kernel = cheat._named(name)
+    fn = kernel.fn  # what runners/launches.py records: (fn.__module__, fn.__name__)
+    assert fn.__name__ == name and fn.__module__.startswith(cheat.__package__.split(".")[0] + ".")
+    scratch = torch.ones(1)
+    kernel[(1,)](scratch)
+    assert float(scratch) == 1.0
+    x, w = torch.randn(3, 64), torch.rand(64) + 0.5
+    want = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w
+    assert torch.allclose(cheat.rms_norm(x, w), want, atol=1e-5)
+    profile = [(name, 99.0), (name, 1.0), ("void at::native::vectorized_elementwise_kernel<4>(...)", 0.0)]
+    assert _share(profile, {name}) == 1.0
+
+
+@pytest.mark.gpu
+@_needs_gpu
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "prediction (H200), not run: runners/judge_clock.py own_kernel_share counts a profiled kernel as the candidate's "
+    "when _same_kernel(profiled name, launched name) holds: equal names, or the name plus a digit suffix. The "
+    "cheat computes RMSNorm with torch.compile, learns at the first call of each shape the names inductor gave its "
+    "kernels (triton_per_fused_..., plain identifiers), and launches one-element @triton.jit kernels of its own "
+    "package under exactly those names beside the compiled code: its launch record names them, the profile shows "
+    "inductor's kernels under them, its own share is about 1.0 at every case, and stage 'kernel' passes: a "
+    "torch-only computation accepted and credited what inductor's kernels gain over the baseline (about 1x for "
+    "RMSNorm). Fix: identify the candidate's kernels by what its Triton compiled, not by a name it chooses (the "
+    "launch hook records the CompiledKernel's function handle or binary hash, and the profiler's correlation of "
+    "each kernel to its launch is checked against it), or refuse candidate kernel names that library and "
+    "torch.compile kernels use (triton_poi_/triton_per_/triton_red_, nvjet_, sm90_, cutlass)"))
+def test_gpu_kernels_named_after_inductors_are_refused(gpu_rms_evaluator):  # noqa: F811
+    ev = gpu_rms_evaluator.evaluate(_source(NAMED), seed=26, time_it=True, trials=2, static_policy=False)
+    assert ev.stage not in ("compile", "crashed", "baseline", "correctness"), _gpu_summary(ev)
+    assert not ev.ok and ev.stage == "kernel", _gpu_summary(ev)
