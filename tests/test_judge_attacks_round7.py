@@ -414,3 +414,100 @@ def test_gpu_kernels_named_after_inductors_are_refused(gpu_rms_evaluator):  # no
     ev = gpu_rms_evaluator.evaluate(_source(NAMED), seed=26, time_it=True, trials=2, static_policy=False)
     assert ev.stage not in ("compile", "crashed", "baseline", "correctness"), _gpu_summary(ev)
     assert not ev.ok and ev.stage == "kernel", _gpu_summary(ev)
+
+
+# ---- 7. a scalar's range: the timed calls pass its low end only -------------------------------------------------
+
+LOW_END = "round7_fast_only_at_the_scalars_low_end.py"
+_HEAD_MAX = '''"""The maximum of the first n columns of each row."""
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _head_max_kernel(x_ptr, out_ptr, stride, n, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    best = tl.full([BLOCK], -float("inf"), dtype=tl.float32)
+    for start in range(0, n, BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + row * stride + offs, mask=offs < n, other=-float("inf")).to(tl.float32)
+        best = tl.maximum(best, x)
+    tl.store(out_ptr + row, tl.max(best, axis=0))
+
+
+def head_max(x, n):
+    rows, width = x.shape
+    out = torch.empty(rows, dtype=torch.float32, device=x.device)
+    _head_max_kernel[(rows,)](x, out, x.stride(0), n, BLOCK=triton.next_power_of_2(width))
+    return out
+'''
+_HEAD_MODULE = "reductions/head_max.py"
+HEAD_SYMBOLS = {"T": 4, "H": 512}
+
+
+def head_max_bundle(dest):
+    """A bundle for ``head_max(x, n)``, ``n`` declared with ``range: [1, 512]`` (float32 rows of 512)."""
+    from runners.task import ArgSpec, Case, TaskSpec, write_task
+
+    (dest / "baseline" / "reductions").mkdir(parents=True)
+    (dest / "baseline" / _HEAD_MODULE).write_text(_HEAD_MAX)
+    spec = TaskSpec(kernel="head_max", module=_HEAD_MODULE, entry="head_max", files=[_HEAD_MODULE],
+                    args=[ArgSpec("x", shape=["T", "H"]), ArgSpec("n", range=[1, HEAD_SYMBOLS["H"]])],
+                    cases=[Case(symbols=dict(HEAD_SYMBOLS), dtype="float32")])
+    write_task(dest, spec)
+    return dest
+
+
+@pytest.fixture(scope="module")
+def head_bundle(tmp_path_factory):
+    return head_max_bundle(tmp_path_factory.mktemp("r7-head"))
+
+
+@pytest.fixture(scope="module")
+def low_end_run(head_bundle, tmp_path_factory) -> dict:
+    from test_judge_attacks_round4 import _timed_judge
+
+    [run] = _timed_judge(head_bundle, tmp_path_factory.mktemp("r7-low"),
+                         [(_source(LOW_END), "verify", 27, {"max_slots": 2, "max_window_slots": 4,
+                                                             "reveal_slots": 4})], HEAD_SYMBOLS)
+    return run
+
+
+def _per_call_s(fn, *args, calls: int = 3) -> float:
+    import time
+
+    fn(*args)
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn(*args)
+    return (time.perf_counter() - t0) / calls
+
+
+def test_the_low_end_specialist_is_slow_over_the_rest_of_the_range(head_bundle, tmp_path):
+    """Control, outside the judge (the CPU interpreter, host time): right for every n; at n = 512 (the top of the
+    declared range) several times slower than the baseline, at n = 1 (where every timed call is) not slower."""
+    from test_judge_attacks_round4 import _import
+
+    base = _import(head_bundle, _HEAD_MODULE, None, tmp_path)
+    cheat = _import(head_bundle, _HEAD_MODULE, _source(LOW_END), tmp_path)
+    x = torch.randn(4, 512, generator=torch.Generator().manual_seed(5))
+    for n in (1, 7, 200, 512):
+        assert torch.equal(cheat.head_max(x, n), base.head_max(x, n))
+    assert _per_call_s(cheat.head_max, x, 512) > 4 * _per_call_s(base.head_max, x, 512)
+    assert _per_call_s(cheat.head_max, x, 1) < 1.5 * _per_call_s(base.head_max, x, 1)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "runners/inputs.py SlotBank.__init__ gives every timed slot (the samples and the judge's window) a range "
+    "scalar's low end (spec.range[0]), as trial 0 does; check_case draws it across the range only in the untimed "
+    "trials. A kernel tuned for the low end (here a one-load special case at n = 1, blocks of 16 columns elsewhere: "
+    "several times slower than the baseline at n = 512, measured in the control) is timed only at n = 1: ok, "
+    "credited 4.5x on the stand-in's host clock (judge's clock ratio 1.05: the speedup at n = 1 is real), while "
+    "over most of the range a caller passes it is a slowdown. Fix: SlotBank draws each range scalar per slot "
+    "across its range from the bank's seed (both workers get the same seed, hence the same values), so the "
+    "samples and the window time the range the task declares"))
+def test_a_kernel_fast_only_at_the_scalars_low_end_earns_no_credit(low_end_run):
+    ev = low_end_run
+    assert ev["stage"] not in ("compile", "crashed", "baseline", "correctness", "kernel"), json.dumps(ev)
+    assert not ev["ok"] or max(ev["speedups"]) < 0.5, json.dumps(ev)
