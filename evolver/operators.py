@@ -74,6 +74,7 @@ class LaunchTuner:
         self.spec = spec  # runners.task.TaskSpec: the cases' shapes, for a choice of config by size
         self._sizes: dict[tuple[str, str], dict] = {}
         self._choices: set[str] = set()  # choice-by-size sources already proposed
+        self._tuned: dict | None = None  # the autotuned kernels the entry launches, read once
         self.knobs: list[Knob] = find_knobs(baseline_source, entry)
         self.elites = elites
         self.crossover_rate = crossover_rate
@@ -125,15 +126,18 @@ class LaunchTuner:
         return self._candidate(genome, parent)
 
     def _autotuned(self) -> dict:
-        tree = parse(self.baseline)
-        return {t.kernel: t for t in autotuned_kernels(tree, self.baseline, self.entry)}
+        if self._tuned is None:
+            tree = parse(self.baseline)
+            self._tuned = {t.kernel: t for t in autotuned_kernels(tree, self.baseline, self.entry)} \
+                if any(k.kind == "autotune" for k in self.knobs) else {}
+        return self._tuned
 
     def _knob(self, kernel: str, name: str) -> Knob | None:
         return next((k for k in self.knobs if k.kind == "autotune" and k.kernel == kernel and k.name == name), None)
 
     def _choice(self, archive: Archive, baseline: Candidate) -> Candidate | None:
         """The choice of config by size from the pins timed so far, if it is new (evolver/autotune_choice.py)."""
-        if self.spec is None or self.entry is None:
+        if getattr(self.spec, "cases", None) is None or self.entry is None:
             return None
         for kernel, tuned in self._autotuned().items():
             configs, key = self._knob(kernel, "configs"), self._knob(kernel, "key")
