@@ -511,3 +511,56 @@ def test_a_kernel_fast_only_at_the_scalars_low_end_earns_no_credit(low_end_run):
     ev = low_end_run
     assert ev["stage"] not in ("compile", "crashed", "baseline", "correctness", "kernel"), json.dumps(ev)
     assert not ev["ok"] or max(ev["speedups"]) < 0.5, json.dumps(ev)
+
+
+# ---- 8. an in-place entry that writes nothing in place -------------------------------------------------------------
+
+OUT_OF_PLACE = "round7_in_place_out_of_place.py"
+
+
+@pytest.fixture(scope="module")
+def out_of_place_run(tmp_path_factory) -> dict:
+    from bot.config import load_config, task_spec
+    from conftest import ROOT
+
+    from runners.extract import build_bundle
+    from runners.sandbox import Evaluator
+
+    sglite = ROOT / "examples" / "sglite"
+    spec = task_spec("fused_add_rms_norm", load_config(sglite).kernels["fused_add_rms_norm"], "interpret")
+    bundle = tmp_path_factory.mktemp("r7-sglite")
+    build_bundle(sglite, spec, bundle)
+    with Evaluator(bundle, "interpret", timeout=120, trials=1, spare=False) as ev:
+        return {"bundle": bundle, "spec": spec,
+                "cheat": ev.evaluate(_source(OUT_OF_PLACE), seed=76, time_it=False, static_policy=False)}
+
+
+def test_the_out_of_place_kernel_leaves_its_callers_tensors_stale(out_of_place_run):
+    """Control, outside the judge: called as the model calls it, the cheat leaves ``x`` and ``residual`` as they
+    were (the baseline updates both); what it computed reaches only a dict that holds them, as the worker's does."""
+    cheat = _load(CHEATS / OUT_OF_PLACE, "r7_out_of_place")
+    g = torch.Generator().manual_seed(6)
+    x, r, w = torch.randn(4, 256, generator=g), torch.randn(4, 256, generator=g), torch.rand(256, generator=g) + 0.5
+    x0, r0 = x.clone(), r.clone()
+    s = x0 + r0
+    want_x = s * torch.rsqrt(s.pow(2).mean(-1, keepdim=True) + 1e-6) * w
+    cheat.fused_add_rms_norm(x, r, w, 1e-6)
+    assert torch.equal(x, x0) and torch.equal(r, r0)  # the caller's tensors: untouched
+    kwargs = {"x": x, "residual": r, "weight": w, "eps": 1e-6}
+    cheat.fused_add_rms_norm(**kwargs)
+    assert torch.allclose(kwargs["x"], want_x, atol=1e-4) and torch.allclose(kwargs["residual"], s, atol=1e-6)
+    assert out_of_place_run["cheat"].stage in ("done", "correctness"), _summary(out_of_place_run["cheat"])
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "runners/worker.py call encodes `written` from its own `kwargs` dict after the call, and runners/timing.py's "
+    "window (runners/worker.py _with_written) from the slot dict: both are the candidate's process's, and the "
+    "entry replaces the dict's x and residual with the new tensors it computed out of place (sys._getframe), "
+    "leaving the caller's inputs unwritten. The judge compares those new tensors with the oracle's written inputs: "
+    "right, ok. Fix (as for the converse, tests/test_judge_attacks.py hidden input modification): the judge reads "
+    "every input back itself after the call, written or not, from memory the candidate cannot swap (on the CPU the "
+    "exchange files mapped by the worker; on CUDA device buffers the judge allocates and shares by IPC, read by the "
+    "judge after the call), and compares the written ones with the oracle's, the others with what it sent"))
+def test_an_in_place_entry_that_writes_nothing_in_place_is_refused(out_of_place_run):
+    ev = out_of_place_run["cheat"]
+    assert not ev.ok and ev.stage == "correctness", _summary(ev)
