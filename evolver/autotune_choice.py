@@ -98,9 +98,9 @@ def _nearest(measured: list[tuple[int, int]]) -> tuple[tuple[int | None, int], .
 
 def compose(tuned: Autotuned, configs: Knob, key: Knob | None, candidates,
             sizes: dict[str, CaseSize]) -> Plan | None:
-    """The choice by size from the pins timed so far, or None: fewer than two pins, no size to key on, configs
-    built at run time, the decorator already prunes, or one pin fastest in every bucket."""
-    if key is None or tuned.runtime is not None or _decorator(tuned.fn) is None or \
+    """The choice by size from the pins timed so far, or None: fewer than two pins, no size to key on, the
+    decorator already prunes, or one pin fastest in every bucket."""
+    if key is None or _decorator(tuned.fn) is None or \
             any(k.arg == "prune_configs_by" for k in _decorator(tuned.fn).keywords):
         return None
     found = size_param(key)
@@ -139,6 +139,24 @@ def pin_config(tuned: Autotuned, configs: Knob, pin: int) -> TuneConfig:
     return next(c for c in tuned.configs if f"pin {c.label}" == configs.labels[pin])
 
 
+def _entry(tuned: Autotuned, configs: Knob, pin: int) -> str:
+    """A row's config as the table writes it: its meta-parameters and warps and stages, or, for configs built at
+    run time (pinned by position), its position in the list."""
+    if tuned.runtime is not None:
+        return configs.labels[pin].split("#", 1)[1].split()[0]
+    return _config_dict(pin_config(tuned, configs, pin))
+
+
+def _pick(tuned: Autotuned) -> str:
+    """The prune function's last lines: the table's config found in the list (or every config, if it is not)."""
+    if tuned.runtime is not None:
+        return "    return configs[want:want + 1] or configs\n\n\n"
+    return ("    picked = [c for c in configs\n"
+            "              if all({**c.kwargs, 'num_warps': c.num_warps, 'num_stages': c.num_stages}.get(k) == v\n"
+            "                     for k, v in want.items())]\n"
+            "    return picked[:1] or configs\n\n\n")
+
+
 def names(plan: Plan) -> tuple[str, str]:
     """The table's and the prune function's names in the module."""
     stem = f"{plan.kernel.lstrip('_')}_config_by_{plan.size}"
@@ -150,17 +168,17 @@ def preamble(plan: Plan, tuned: Autotuned, configs: Knob, sizes: dict[str, CaseS
     table, fn = names(plan)
     measured = "; ".join(
         f"{plan.size}={'/'.join(str(v) for v in sorted({sizes[c].value for c in cases}))} ({', '.join(cases)}): "
-        f"{pin_config(tuned, configs, pin).label}" for _, pin, cases in plan.buckets)
+        f"{configs.labels[pin][len('pin '):]}" for _, pin, cases in plan.buckets)
     how = next(sizes[c].how for _, _, cases in plan.buckets for c in cases)
     comment = (f"kernelsmith: the config of {plan.kernel} chosen by {plan.size}, without benchmarking at run time. "
                f"Its autotune key {tuned.key} cannot tell small {plan.size} from large, and no one config was "
                f"fastest at both. Each row is the config measured fastest at the cases of those sizes: {measured}. "
                f"A size between measured ones takes the nearest measured power of two. ({plan.size} at the cases: "
                f"{how}.)")
-    rows = "\n".join(f"    ({limit!r}, {_config_dict(pin_config(tuned, configs, pin))}),"
-                     for limit, pin in plan.table)
+    rows = "\n".join(f"    ({limit!r}, {_entry(tuned, configs, pin)})," for limit, pin in plan.table)
+    what = "position in the list built at run time" if tuned.runtime is not None else "config"
     return (textwrap.fill(comment, 116, initial_indent="# ", subsequent_indent="# ", break_on_hyphens=False) + "\n"
-            f"{table} = [  # ({plan.size} up to, config); None: any larger {plan.size}\n{rows}\n]\n\n\n"
+            f"{table} = [  # ({plan.size} up to, {what}); None: any larger {plan.size}\n{rows}\n]\n\n\n"
             f"def {fn}(configs, named_args, **kwargs):\n"
             f"    \"\"\"The one config of {table} for this call's {plan.size} (every config, autotuned as\n"
             f"    before, if the table's config is not in the list).\"\"\"\n"
@@ -168,10 +186,7 @@ def preamble(plan: Plan, tuned: Autotuned, configs: Knob, sizes: dict[str, CaseS
             f"    if size is None:\n"
             f"        return configs\n"
             f"    want = next(config for limit, config in {table} if limit is None or size <= limit)\n"
-            f"    picked = [c for c in configs\n"
-            f"              if all({{**c.kwargs, 'num_warps': c.num_warps, 'num_stages': c.num_stages}}.get(k) == v\n"
-            f"                     for k, v in want.items())]\n"
-            f"    return picked[:1] or configs\n\n\n")
+            + _pick(tuned))
 
 
 def render_choice(source: str, knobs: list[Knob], entry: str | None, plan: Plan, tuned: Autotuned,

@@ -327,3 +327,30 @@ def test_sizes_are_read_from_the_launchers_assignments_or_as_the_rows_of_the_inp
     sizes = case_sizes(tree, "double", tuned.fn, tuned.sites, "M", spec)
     assert sizes["T=5,H=3,N=64/float32"].value == 15
     assert sizes["T=5,H=3,N=64/float32"].how == "`rows` read as the rows of x, every dimension but the last"
+
+
+def test_configs_built_at_run_time_are_chosen_by_position(tmp_path):
+    built = SYNTH.replace('''@triton.autotune(
+    configs=[triton.Config({"R": 1}, num_warps=1), triton.Config({"R": 4}, num_warps=2),
+             triton.Config({"R": 16}, num_warps=4)],''', '''def make_configs():
+    return [triton.Config({"R": r}, num_warps=w) for r, w in ((1, 1), (4, 2), (16, 4))]
+
+
+@triton.autotune(
+    configs=make_configs(),''')
+    assert built != SYNTH
+    tuner = LaunchTuner(built, entry="double", spec=SYNTH_SPEC)
+    ids = [c.id for c in SYNTH_SPEC.cases]
+    archive = archive_of(tuner, ("config #0 of `make_configs()`", dict(zip(ids, (1.0, 2.0, 90.0)))),
+                         ("config #2 of `make_configs()`", dict(zip(ids, (1.3, 1.6, 20.0)))))
+    cand = tuner.propose(archive, random.Random(0))
+    assert tuner.describe(cand.genome) == [
+        "_double (line 15): autotune config chosen by M: M <= 15: config #0 of `make_configs()`; above: config #2 of "
+        "`make_configs()` (key ['N', 'M_bucket'])"]
+    assert "    (15, 0),\n    (None, 2),\n]" in cand.source and "return configs[want:want + 1] or configs" in cand.source
+    assert check_source(cand.source, built, "double") == []
+    module = load(tmp_path, cand.source, "double")
+    for rows, want in ((3, 1), (40, 16)):
+        x = torch.randn(rows, 48)
+        torch.testing.assert_close(module.double(x), x * 2)
+        assert module._double.best_config.kwargs == {"R": want}, rows
