@@ -5,6 +5,7 @@ NaN and Inf must appear in the same places (never a wildcard); floating outputs 
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -21,9 +22,12 @@ class Comparison:
 
 
 def flatten(out) -> list:
-    """Outputs as a flat list: a tensor, or a tuple/list of tensors and scalars, or None."""
+    """Outputs as a flat list: a tensor, or a tuple/list/dict of tensors and scalars (a dict's values in the order
+    of its keys), or None."""
     if isinstance(out, (tuple, list)):
         return [x for item in out for x in flatten(item)]
+    if isinstance(out, dict):
+        return [x for k in sorted(out, key=str) for x in flatten(out[k])]
     return [out]
 
 
@@ -60,14 +64,16 @@ def compare_tensor(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance, what: s
     return Comparison(ok, float(err.max()), worst, msg)
 
 
-def compare_outputs(out, ref, tol: Tolerance) -> Comparison:
+def compare_outputs(out, ref, tol: Tolerance | Callable[[torch.dtype], Tolerance]) -> Comparison:
+    """Every output against the oracle's; ``tol`` one tolerance, or the tolerance of an output's dtype (a float32
+    rstd of a float16 case is held to float32's: ``TaskSpec.tolerances_for``)."""
     outs, refs = flatten(out), flatten(ref)
     if len(outs) != len(refs):
         return Comparison(False, message=f"returned {len(outs)} outputs, expected {len(refs)}")
     worst = Comparison(True)
     for i, (o, r) in enumerate(zip(outs, refs)):
         if isinstance(r, torch.Tensor):
-            c = compare_tensor(o, r, tol, f"output {i}")
+            c = compare_tensor(o, r, tol(r.dtype) if callable(tol) else tol, f"output {i}")
         elif o != r:
             c = Comparison(False, message=f"output {i}: {o!r} != expected {r!r}")
         else:

@@ -32,7 +32,7 @@ from .judge_clock import MAX_PLAUSIBLE_SPEEDUP, Corroboration, TimingSteps, corr
 from .protocol import Protocol, Refusal, commitment_of, meta_nbytes, moved_bytes, nbytes_of, trial_seed
 from .results import CaseResult, Evaluation
 from .task import Case, TaskSpec
-from .wire import decode_value, encode_value, tensor_layouts
+from .wire import decode_value, describe_structure, encode_value, structure, tensor_layouts, unsupported
 
 __all__ = ["Corroboration", "Exchange", "Judge", "MAX_PLAUSIBLE_SPEEDUP", "Protocol", "Refusal", "corroborate",
            "evaluate", "implausible", "trial_seed"]
@@ -116,6 +116,11 @@ class Judge(TimingSteps):
         # the judge does) is caught.
         if commitment_of(out) != reply.get("out_sum"):
             raise Refusal("baseline", "the oracle's outputs changed on their way to the judge (tampering)")
+        kinds = unsupported(reply["out"])
+        if kinds:
+            raise Refusal("baseline", f"the baseline returns a {kinds[0]}, which the judge cannot compare: an entry "
+                                      f"must return tensors, numbers, short strings, None, or tuples, lists or "
+                                      f"dicts (string keys) of them")
         if any(commitment_of(v) != reply.get("input_sums", {}).get(k) for k, v in inputs.items()
                if isinstance(v, torch.Tensor)):
             raise Refusal("baseline", "the inputs changed on their way to the oracle (tampering)")
@@ -129,6 +134,9 @@ class Judge(TimingSteps):
         if not reply.get("ok"):
             stage = reply.get("stage") if reply.get("stage") in ("compile", "correctness") else "correctness"
             raise Refusal(stage, f"{reply.get('error')}\n{reply.get('traceback', '')}".strip())
+        if structure(reply["out"]) != structure(ref_reply["out"]):  # callers unpack and index what they get
+            raise Refusal("correctness", f"returned {describe_structure(structure(reply['out']))} where the "
+                                         f"baseline returns {describe_structure(structure(ref_reply['out']))}")
         want, got = tensor_layouts(ref_reply["out"]), tensor_layouts(reply["out"])
         if [(d, s) for d, s, _ in want] != [(d, s) for d, s, _ in got]:
             raise Refusal("correctness", f"returned tensors {[(d, s) for d, s, _ in got]}, the baseline returns "
@@ -149,7 +157,7 @@ class Judge(TimingSteps):
     # ---- correctness ------------------------------------------------------------------------------------
     def check_case(self, case: Case, index: int, secret: int, trials: int, result: CaseResult,
                    extra_trials: bool = True) -> None:
-        tol = self.spec.tolerance(case.dtype)
+        tol = self.spec.tolerances_for(case.dtype)
         for trial in range(trials):
             inputs = make_inputs(self.spec.args, case, self.device, trial_seed(secret, trial, index), trial)
             metas = self.exchange.write_inputs(inputs)

@@ -186,7 +186,7 @@ class TimingSteps:
             if not reply.get("ok"):
                 raise Refusal("timing" if worker is self.candidate else "baseline",
                               f"the judge's window could not be prepared: {reply.get('error')}")
-        tol = self.spec.tolerance(case.dtype)
+        tol = self.spec.tolerances_for(case.dtype)
         per_slot = self._per_call_bytes(case)
         # at least two slots a round (a few hundred MB each at prefill sizes), within the fetch budget otherwise
         reveal = min(count, max(2, p.max_fetch_bytes // per_slot), p.reveal_slots)

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 import torch
 
+from .wire import children
+
 
 @dataclass
 class Protocol:
@@ -94,9 +96,7 @@ class Refusal(Exception):
 def meta_nbytes(meta) -> int:
     if isinstance(meta, dict) and meta.get("kind") == "tensor":
         return int(meta.get("nbytes", 0))
-    if isinstance(meta, dict) and meta.get("kind") == "seq":
-        return sum(meta_nbytes(m) for m in meta.get("items", []))
-    return 0
+    return sum(meta_nbytes(m) for m in children(meta))
 
 
 def commitment_of(out, key: int = 0) -> int:

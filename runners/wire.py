@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 import os
 import select
 import stat
@@ -214,24 +215,58 @@ def read_tensor(meta: dict, folder: Path, max_bytes: int, device: str = "cpu", s
     return tensor.to(device) if device != "cpu" else tensor
 
 
+MAX_ITEMS = 64  # entries of a tuple, list or dict the judge decodes
+MAX_TEXT = 256  # characters of a string output
+
+
+class Unsupported:
+    """What the judge decodes for an output of a kind the wire does not carry: equal to nothing, itself included
+    (two of them once compared equal as marker strings, and a candidate's dict of zeros passed a baseline's dict:
+    tests/test_judge_attacks_round7.py)."""
+
+    def __init__(self, type_name: str):
+        self.type_name = str(type_name)[:40]
+
+    def __eq__(self, other) -> bool:
+        return False
+
+    def __ne__(self, other) -> bool:
+        return True
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return f"<unsupported output type {self.type_name}>"
+
+
 def encode_value(folder: Path, prefix: str, value, storage: bool = False) -> dict:
-    """An entry's result (a tensor, a scalar, None, or a tuple/list of them) as a JSON structure; ``storage``:
-    tensors with their whole storage (the judge's inputs, ``write_tensor``)."""
+    """An entry's result (a tensor, a number, a short string, None, or a tuple/list/dict of them, dicts keyed by
+    strings) as a JSON structure; ``storage``: tensors with their whole storage (the judge's inputs,
+    ``write_tensor``)."""
     if isinstance(value, torch.Tensor):
         return write_tensor(folder, f"{prefix}.bin", value, storage)
     if isinstance(value, (tuple, list)):
         return {"kind": "seq", "items": [encode_value(folder, f"{prefix}_{i}", v, storage)
                                          for i, v in enumerate(value)]}
+    if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+        return {"kind": "map", "items": {k: encode_value(folder, f"{prefix}_{n}", value[k], storage)
+                                         for n, k in enumerate(sorted(value))}}
     if value is None:
         return {"kind": "none"}
-    if isinstance(value, (bool, int, float)):
+    if isinstance(value, bool):
+        return {"kind": "scalar", "value": value}
+    if isinstance(value, numbers.Integral):  # numpy's integers too
+        return {"kind": "scalar", "value": int(value)}
+    if isinstance(value, numbers.Real):
+        return {"kind": "scalar", "value": float(value)}
+    if isinstance(value, str) and len(value) <= MAX_TEXT:
         return {"kind": "scalar", "value": value}
     return {"kind": "other", "type": type(value).__name__}
 
 
 def decode_value(meta, folder: Path, max_bytes: int, device: str = "cpu", budget: list | None = None):
-    """The judge's side of ``encode_value``. Unknown kinds become a marker string that never compares equal
-    to a real output. ``budget`` (a one-element list) bounds the total bytes read."""
+    """The judge's side of ``encode_value``. Unknown kinds become ``Unsupported``, which compares equal to
+    nothing. ``budget`` (a one-element list) bounds the total bytes read."""
     budget = budget if budget is not None else [max_bytes]
     if not isinstance(meta, dict):
         raise WireError("bad value header")
@@ -242,23 +277,74 @@ def decode_value(meta, folder: Path, max_bytes: int, device: str = "cpu", budget
         return tensor
     if kind == "seq":
         items = meta.get("items")
-        if not isinstance(items, list) or len(items) > 64:
+        if not isinstance(items, list) or len(items) > MAX_ITEMS:
             raise WireError("bad sequence")
         return [decode_value(m, folder, max_bytes, device, budget) for m in items]
+    if kind == "map":
+        items = meta.get("items")
+        if (not isinstance(items, dict) or len(items) > MAX_ITEMS
+                or not all(isinstance(k, str) and len(k) <= MAX_TEXT for k in items)):
+            raise WireError("bad mapping")
+        return {k: decode_value(items[k], folder, max_bytes, device, budget) for k in sorted(items)}
     if kind == "none":
         return None
     if kind == "scalar":
         value = meta.get("value")
-        if not isinstance(value, (bool, int, float)):
+        if not isinstance(value, (bool, int, float)) and not (isinstance(value, str) and len(value) <= MAX_TEXT):
             raise WireError("bad scalar")
         return value
-    return f"<unsupported output type {str(meta.get('type'))[:40]}>"
+    return Unsupported(meta.get("type"))
+
+
+def children(meta) -> list:
+    """The encoded items of a sequence or a mapping (a mapping's in the order of its keys), else none."""
+    if isinstance(meta, dict) and meta.get("kind") == "seq" and isinstance(meta.get("items"), list):
+        return meta["items"]
+    if isinstance(meta, dict) and meta.get("kind") == "map" and isinstance(meta.get("items"), dict):
+        return [meta["items"][k] for k in sorted(meta["items"], key=str)]
+    return []
+
+
+def structure(meta):
+    """An encoded value's shape of containers: a tensor, a scalar's type, None, a sequence's length and items, a
+    mapping's keys and items, an unsupported kind's name. A caller of the baseline relies on it (``out, res =``,
+    ``y + 1``, ``d["rstd"]``), so the judge holds the candidate's to the oracle's."""
+    if not isinstance(meta, dict):
+        return "?"
+    kind = meta.get("kind")
+    if kind == "seq":
+        return ("seq", tuple(structure(m) for m in children(meta)))
+    if kind == "map":
+        items = meta.get("items") if isinstance(meta.get("items"), dict) else {}
+        return ("map", tuple((str(k), structure(items[k])) for k in sorted(items, key=str)))
+    if kind == "scalar":
+        return ("scalar", type(meta.get("value")).__name__)
+    if kind == "other":
+        return ("other", str(meta.get("type"))[:40])
+    return kind if kind in ("tensor", "none") else "?"
+
+
+def describe_structure(shape) -> str:
+    """``structure`` in words, as a caller would write the value: ``(tensor, tensor)``, ``{'y': tensor}``."""
+    if isinstance(shape, tuple) and shape[0] == "seq":
+        inner = ", ".join(describe_structure(s) for s in shape[1])
+        return f"({inner},)" if len(shape[1]) == 1 else f"({inner})"
+    if isinstance(shape, tuple) and shape[0] == "map":
+        return "{" + ", ".join(f"{k!r}: {describe_structure(v)}" for k, v in shape[1]) + "}"
+    if isinstance(shape, tuple):
+        return f"a {shape[1]}" if shape[0] == "scalar" else f"a {shape[1]} (not comparable)"
+    return shape
+
+
+def unsupported(meta) -> list[str]:
+    """The type names of the parts of an encoded value the wire does not carry."""
+    if isinstance(meta, dict) and meta.get("kind") == "other":
+        return [str(meta.get("type"))[:40]]
+    return [name for m in children(meta) for name in unsupported(m)]
 
 
 def tensor_layouts(meta) -> list:
     """(dtype, shape, strides) of every tensor in an encoded value, in order (for the judge's type check)."""
     if isinstance(meta, dict) and meta.get("kind") == "tensor":
         return [(meta["dtype"], meta["shape"], meta.get("strides"))]
-    if isinstance(meta, dict) and meta.get("kind") == "seq":
-        return [x for m in meta.get("items", []) for x in tensor_layouts(m)]
-    return []
+    return [x for m in children(meta) for x in tensor_layouts(m)]

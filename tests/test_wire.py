@@ -1,15 +1,22 @@
 """The judge's side of the exchange: nothing a worker sends is trusted beyond bytes of an announced size."""
 import os
 
+import numpy as np
 import pytest
 import torch
 
+from runners.compare import compare_outputs
+from runners.task import TaskSpec, Tolerance
 from runners.wire import (
     Channel,
+    Unsupported,
     WireError,
     decode_value,
+    describe_structure,
     encode_value,
     read_tensor,
+    structure,
+    unsupported,
     write_tensor,
 )
 
@@ -69,7 +76,55 @@ def test_unknown_values_never_compare_equal(tmp_path):
 
     meta = encode_value(tmp_path, "o", (torch.ones(2), Odd()))
     out = decode_value(meta, tmp_path, 1 << 20)
-    assert torch.equal(out[0], torch.ones(2)) and isinstance(out[1], str) and "Odd" in out[1]
+    again = decode_value(encode_value(tmp_path, "p", (torch.ones(2), Odd())), tmp_path, 1 << 20)
+    assert torch.equal(out[0], torch.ones(2)) and isinstance(out[1], Unsupported) and "Odd" in repr(out[1])
+    assert out[1] != again[1] and not out[1] == out[1]  # two of them once compared equal as marker strings
+    assert unsupported(meta) == ["Odd"] and unsupported(encode_value(tmp_path, "q", {"a": [1, None]})) == []
+    assert not compare_outputs(out, again, Tolerance(1.0, 1.0)).ok
+
+
+def test_dicts_numbers_and_strings_cross_and_are_compared(tmp_path):
+    """A dict of outputs (string keys) crosses item by item, numpy's numbers as Python's, a short string as itself;
+    a dict of zeros is then wrong where it was once two equal markers (tests/test_judge_attacks_round7.py)."""
+    y, rstd = torch.randn(3, 4), torch.rand(3)
+    sent = {"y": y, "rstd": rstd, "n": np.int64(3), "scale": np.float32(0.5), "note": "ok", "none": None}
+    back = decode_value(encode_value(tmp_path, "d", sent), tmp_path, 1 << 20)
+    assert sorted(back) == sorted(sent) and torch.equal(back["y"], y) and torch.equal(back["rstd"], rstd)
+    assert back["n"] == 3 and type(back["n"]) is int and type(back["scale"]) is float and back["note"] == "ok"
+    zeros = decode_value(encode_value(tmp_path, "z", {**sent, "y": torch.zeros(3, 4)}), tmp_path, 1 << 20)
+    assert compare_outputs(back, back, Tolerance(1e-5, 1e-5)).ok
+    assert not compare_outputs(zeros, back, Tolerance(1e-5, 1e-5)).ok
+    assert encode_value(tmp_path, "k", {1: y})["kind"] == "other"  # keys that are not strings: not carried
+    assert encode_value(tmp_path, "s", "x" * 1000)["kind"] == "other"
+
+
+def test_the_nesting_is_part_of_what_is_compared(tmp_path):
+    """``(out,)`` for ``out``, ``((out,), res)`` for ``(out, res)``, another key, an int for a float: the same
+    tensors, another structure, which a caller's ``y + 1``, ``out, res =`` or ``d["rstd"]`` breaks on."""
+    t, r = torch.ones(2), torch.zeros(2)
+
+    def shape(v):
+        return structure(encode_value(tmp_path, "v", v))
+
+    assert shape((t, r)) == shape([t, r]) != shape(((t,), r))
+    assert shape(t) != shape((t,)) and shape({"y": t}) != shape({"x": t}) and shape(3) != shape(3.0)
+    assert describe_structure(shape(((t,), r))) == "((tensor,), tensor)"
+    assert describe_structure(shape({"y": t, "n": None})) == "{'n': none, 'y': tensor}"
+
+
+def test_each_output_is_held_to_its_own_dtypes_tolerance():
+    """A float32 output of a float16 case (an rstd beside the rows) is held to float32's tolerance, the rows to
+    float16's; a dtype without a tolerance of its own takes the case's."""
+    spec = TaskSpec(kernel="k", module="m.py", entry="f", files=["m.py"], args=[], cases=[])
+    tol = spec.tolerances_for("float16")
+    rows = torch.randn(4, 64).half()
+    rstd = torch.rand(4) + 0.5
+    near_rows = rows + (1e-4 * torch.randn(4, 64)).half()
+    half_rstd = rstd.half().float()  # 11 bits
+    assert compare_outputs([near_rows, rstd], [rows, rstd], tol).ok
+    assert compare_outputs([rows, half_rstd], [rows, rstd], Tolerance(1e-3, 4e-3)).ok  # the case's, as before
+    assert not compare_outputs([rows, half_rstd], [rows, rstd], tol).ok
+    assert tol(torch.float64) == spec.tolerance("float16")
 
 
 def test_oversized_messages_are_refused():
