@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from runners.syntax import literal, parse
 
-from .autotune_key import BUCKET
+from .autotune_key import BUCKET, bucket_value
 from .kernel_sizes import CaseSize
 from .launch_params import Autotuned, Knob, TuneConfig, render
 
@@ -46,17 +46,35 @@ def is_choice_key(key: str) -> bool:
 
 
 @dataclass(frozen=True)
+class Size:
+    """What picks the config: a scalar argument of the kernel that a re-keying adds (``key_choice`` of the key
+    knob), or a size of the launcher that only the grid uses (``grid``: a new ``<size>_bucket`` argument)."""
+    name: str
+    key_choice: int = 0
+    grid: ast.expr | None = None
+
+    def keyed(self, key: list[str], knob: Knob | None) -> list[str]:
+        return literal(knob.choices[self.key_choice]) if self.grid is None else [*key, self.name + BUCKET]
+
+    @property
+    def argument(self) -> str:
+        """The argument the prune function reads: the size itself, or (a grid size) its bucket."""
+        return self.name if self.grid is None else self.name + BUCKET
+
+
+@dataclass(frozen=True)
 class Plan:
     kernel: str
-    size: str  # the kernel's scalar argument that picks the config
-    key_choice: int  # the key knob's choice that adds the size (or its bucket) to the key
+    size: Size
+    keyed: tuple[str, ...]  # the new autotune key
     table: tuple[tuple[int | None, int], ...]  # (largest size, pin choice); None: every larger size
     buckets: tuple[tuple[int, int, tuple[str, ...]], ...]  # (measured bucket, pin choice, its cases)
 
     @property
     def genome(self) -> dict:
-        return {choice_key(self.kernel): {"by": self.size, "key": self.key_choice,
-                                          "table": [list(row) for row in self.table]}}
+        grid = {"grid": ast.unparse(self.size.grid)} if self.size.grid is not None else {}
+        return {choice_key(self.kernel): {"by": self.size.name, "key": self.size.key_choice, "keyed": list(self.keyed),
+                                          **grid, "table": [list(row) for row in self.table]}}
 
 
 def size_param(key: Knob) -> tuple[str, int] | None:
@@ -64,6 +82,45 @@ def size_param(key: Knob) -> tuple[str, int] | None:
     for index in range(1, len(key.choices)):
         added = literal(key.choices[index])[-1]
         return (added[: -len(BUCKET)] if added.endswith(BUCKET) else added), index
+    return None
+
+
+def _launch(tree: ast.Module, entry: str, tuned: Autotuned) -> tuple[ast.FunctionDef, ast.Call] | None:
+    fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == entry), None)
+    site = next((c for c in tuned.sites if fn is not None and fn.lineno <= c.lineno <= fn.end_lineno), None)
+    return (fn, site) if site is not None else None
+
+
+def grid_size(tree: ast.Module, entry: str, tuned: Autotuned) -> ast.Name | None:
+    """The size a row-parallel kernel gets only through its grid: ``M`` in ``grid = lambda meta: (cdiv(N,
+    meta["BLOCK_N"]), M)`` (Liger's DyT), a name of the launcher that does not depend on the config and is no
+    argument of the kernel. None where the grid is not written that way or the kernel's signature is not plain."""
+    found = _launch(tree, entry, tuned)
+    if found is None or tuned.fn is None or tuned.key_node is None:
+        return None
+    fn, site = found
+    params = {a.arg for a in tuned.fn.args.args}
+    a = tuned.fn.args
+    if a.vararg or a.kwarg or a.kwonlyargs or a.posonlyargs:
+        return None
+    grid = site.func.slice
+    if isinstance(grid, ast.Name):
+        bound = [n for n in ast.walk(fn) if isinstance(n, ast.Assign) and len(n.targets) == 1
+                 and isinstance(n.targets[0], ast.Name) and n.targets[0].id == grid.id]
+        defs = [n for n in ast.walk(fn) if isinstance(n, ast.FunctionDef) and n.name == grid.id]
+        if len(bound) + len(defs) != 1:
+            return None
+        grid = bound[0].value if bound else next((r.value for r in ast.walk(defs[0]) if isinstance(r, ast.Return)),
+                                                 None)
+    meta: set[str] = set()
+    if isinstance(grid, ast.Lambda):
+        meta, grid = {x.arg for x in grid.args.args}, grid.body
+    if not isinstance(grid, ast.Tuple):
+        return None
+    for dim in grid.elts:
+        if isinstance(dim, ast.Name) and dim.id not in meta and dim.id not in params \
+                and dim.id + BUCKET not in params:
+            return dim
     return None
 
 
@@ -96,16 +153,14 @@ def _nearest(measured: list[tuple[int, int]]) -> tuple[tuple[int | None, int], .
     return tuple(rows)
 
 
-def compose(tuned: Autotuned, configs: Knob, key: Knob | None, candidates,
-            sizes: dict[str, CaseSize]) -> Plan | None:
-    """The choice by size from the pins timed so far, or None: fewer than two pins, no size to key on, the
-    decorator already prunes, or one pin fastest in every bucket."""
-    if key is None or _decorator(tuned.fn) is None or \
-            any(k.arg == "prune_configs_by" for k in _decorator(tuned.fn).keywords):
+def compose(tuned: Autotuned, configs: Knob, key: Knob | None, candidates, sizes: dict[str, CaseSize],
+            size: Size) -> Plan | None:
+    """The choice by ``size`` from the pins timed so far, or None: fewer than two pins, the decorator already
+    prunes, or one pin fastest in every bucket."""
+    if _decorator(tuned.fn) is None or any(k.arg == "prune_configs_by" for k in _decorator(tuned.fn).keywords):
         return None
-    found = size_param(key)
     pins = _pins(configs, candidates)
-    if found is None or len(pins) < 2:
+    if len(pins) < 2:
         return None
     by_bucket: dict[int, list[str]] = {}
     for case in set.intersection(*(set(t) for t in pins.values())):
@@ -120,7 +175,7 @@ def compose(tuned: Autotuned, configs: Knob, key: Knob | None, candidates,
     if len({pin for _, pin, _ in measured}) < 2:
         return None
     table = _nearest([(b, p) for b, p, _ in measured])
-    return Plan(tuned.kernel, found[0], found[1], table, tuple(measured))
+    return Plan(tuned.kernel, size, tuple(size.keyed(tuned.key, key)), table, tuple(measured))
 
 
 def _decorator(fn: ast.FunctionDef | None) -> ast.Call | None:
@@ -159,46 +214,80 @@ def _pick(tuned: Autotuned) -> str:
 
 def names(plan: Plan) -> tuple[str, str]:
     """The table's and the prune function's names in the module."""
-    stem = f"{plan.kernel.lstrip('_')}_config_by_{plan.size}"
+    stem = f"{plan.kernel.lstrip('_')}_config_by_{plan.size.name}"
     return f"_{stem.upper()}", f"_{stem}"
 
 
 def preamble(plan: Plan, tuned: Autotuned, configs: Knob, sizes: dict[str, CaseSize]) -> str:
     """The table and the prune function, with the comment a reviewer reads first."""
     table, fn = names(plan)
+    size, arg = plan.size.name, plan.size.argument
     measured = "; ".join(
-        f"{plan.size}={'/'.join(str(v) for v in sorted({sizes[c].value for c in cases}))} ({', '.join(cases)}): "
+        f"{size}={'/'.join(str(v) for v in sorted({sizes[c].value for c in cases}))} ({', '.join(cases)}): "
         f"{configs.labels[pin][len('pin '):]}" for _, pin, cases in plan.buckets)
     how = next(sizes[c].how for _, _, cases in plan.buckets for c in cases)
-    comment = (f"kernelsmith: the config of {plan.kernel} chosen by {plan.size}, without benchmarking at run time. "
-               f"Its autotune key {tuned.key} cannot tell small {plan.size} from large, and no one config was "
+    passed = (f" {size} reaches the kernel only through its grid: the launch passes "
+              f"{arg}={bucket_value(size)}, its power of two." if plan.size.grid is not None else "")
+    comment = (f"kernelsmith: the config of {plan.kernel} chosen by {size}, without benchmarking at run time. "
+               f"Its autotune key {tuned.key} cannot tell small {size} from large, and no one config was "
                f"fastest at both. Each row is the config measured fastest at the cases of those sizes: {measured}. "
-               f"A size between measured ones takes the nearest measured power of two. ({plan.size} at the cases: "
-               f"{how}.)")
+               f"A size between measured ones takes the nearest measured power of two. ({size} at the cases: "
+               f"{how}.){passed}")
     rows = "\n".join(f"    ({limit!r}, {_entry(tuned, configs, pin)})," for limit, pin in plan.table)
     what = "position in the list built at run time" if tuned.runtime is not None else "config"
+    # a bucket b holds the sizes 2**(b-1) .. 2**b - 1 and every limit is 2**k - 1: size <= limit exactly when
+    # b <= limit.bit_length()
+    var, test = ("size", "size <= limit") if plan.size.grid is None else ("bucket", "bucket <= limit.bit_length()")
     return (textwrap.fill(comment, 116, initial_indent="# ", subsequent_indent="# ", break_on_hyphens=False) + "\n"
-            f"{table} = [  # ({plan.size} up to, {what}); None: any larger {plan.size}\n{rows}\n]\n\n\n"
+            f"{table} = [  # ({size} up to, {what}); None: any larger {size}\n{rows}\n]\n\n\n"
             f"def {fn}(configs, named_args, **kwargs):\n"
-            f"    \"\"\"The one config of {table} for this call's {plan.size} (every config, autotuned as\n"
+            f"    \"\"\"The one config of {table} for this call's {arg} (every config, autotuned as\n"
             f"    before, if the table's config is not in the list).\"\"\"\n"
-            f"    size = {{**named_args, **kwargs}}.get({plan.size!r})\n"
-            f"    if size is None:\n"
+            f"    {var} = {{**named_args, **kwargs}}.get({arg!r})\n"
+            f"    if {var} is None:\n"
             f"        return configs\n"
-            f"    want = next(config for limit, config in {table} if limit is None or size <= limit)\n"
+            f"    want = next(config for limit, config in {table} if limit is None or {test})\n"
             + _pick(tuned))
+
+
+def _grid_edits(source: str, tuned: Autotuned, site: ast.Call, size: Size) -> str:
+    """A grid size becomes an argument: ``<size>_bucket=0`` ends the kernel's signature, each launch passes
+    ``<size>_bucket=int(<size>).bit_length()``, and the key names it."""
+    data = source.encode()
+    starts = [0]
+    for line in data.splitlines(keepends=True):
+        starts.append(starts[-1] + len(line))
+
+    def at(lineno: int, col: int) -> int:
+        return starts[lineno - 1] + col
+
+    fn = tuned.fn
+    end = (fn.args.defaults or fn.args.args)[-1]
+    after = (site.args + site.keywords)[-1]
+    arg = size.argument
+    edits = [(at(end.end_lineno, end.end_col_offset), at(end.end_lineno, end.end_col_offset), f", {arg}=0"),
+             (at(after.end_lineno, after.end_col_offset), at(after.end_lineno, after.end_col_offset),
+              f", {arg}={bucket_value(size.name)}"),
+             (at(tuned.key_node.lineno, tuned.key_node.col_offset),
+              at(tuned.key_node.end_lineno, tuned.key_node.end_col_offset), repr([*tuned.key, arg]))]
+    for start, stop, text in sorted(edits, reverse=True):
+        data = data[:start] + text.encode() + data[stop:]
+    return data.decode()
 
 
 def render_choice(source: str, knobs: list[Knob], entry: str | None, plan: Plan, tuned: Autotuned,
                   sizes: dict[str, CaseSize]) -> str | None:
     """The candidate source: the key re-keyed on the size, the table and its prune function before the kernel's
     decorators, and ``prune_configs_by`` on its ``@triton.autotune`` (None: a name of the table is taken)."""
-    key = next(k for k in knobs if k.kernel == plan.kernel and k.name == "key" and k.kind == "autotune")
+    key = next((k for k in knobs if k.kernel == plan.kernel and k.name == "key" and k.kind == "autotune"), None)
     configs = next(k for k in knobs if k.kernel == plan.kernel and k.name == "configs" and k.kind == "autotune")
     table, fn = names(plan)
     if table in source or fn in source:
         return None
-    keyed = render(source, knobs, {key.key: plan.key_choice}, entry)
+    if plan.size.grid is None:
+        keyed = render(source, knobs, {key.key: plan.size.key_choice}, entry)
+    else:
+        keyed = _grid_edits(source, tuned, _launch(parse(source), entry, tuned)[1], plan.size)
     tree = parse(keyed)
     kernel = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == plan.kernel)
     dec = _decorator(kernel)
@@ -213,7 +302,7 @@ def render_choice(source: str, knobs: list[Knob], entry: str | None, plan: Plan,
     return "".join(lines)
 
 
-def describe(value: dict, configs: Knob, key: Knob | None) -> str:
+def describe(value: dict, configs: Knob) -> str:
     """``config chosen by n_rows: n_rows <= 511: ROWS=1, num_warps=1; above: ROWS=8, num_warps=1 (key ...)``."""
     size = value["by"]
     parts = []
@@ -221,5 +310,5 @@ def describe(value: dict, configs: Knob, key: Knob | None) -> str:
         label = configs.labels[pin][len("pin "):]
         parts.append(f"{size} <= {limit}: {label}" if limit is not None else
                      (f"above: {label}" if parts else f"any {size}: {label}"))
-    keyed = f" (key {literal(key.choices[value['key']])})" if key is not None and value.get("key") else ""
+    keyed = f" (key {value['keyed']})" if value.get("keyed") else ""
     return f"config chosen by {size}: {'; '.join(parts)}{keyed}"

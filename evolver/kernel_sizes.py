@@ -156,13 +156,15 @@ def _bindings(fn: ast.FunctionDef, before: int, env: dict) -> dict:
 
 
 def case_sizes(tree: ast.Module, entry: str, kernel_fn: ast.FunctionDef, sites: list[ast.Call], scalar: str,
-               spec) -> dict[str, CaseSize]:
+               spec, expr: ast.expr | None = None) -> dict[str, CaseSize]:
     """{case id: the value of ``scalar`` at that case} for the cases of ``spec`` (a runners.task.TaskSpec), from
-    the first launch site of the kernel the entry makes; a case whose value cannot be read is left out."""
+    the first launch site of the kernel the entry makes (or ``expr``, an expression of the launcher: a size only
+    the grid uses); a case whose value cannot be read is left out."""
     entry_fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == entry), None)
     site = next((c for c in sites if entry_fn is not None and entry_fn.lineno <= c.lineno <= entry_fn.end_lineno),
                 None)
-    expr = bound_argument(site, kernel_fn, scalar) if site is not None else None
+    if expr is None:
+        expr = bound_argument(site, kernel_fn, scalar) if site is not None else None
     text = ast.unparse(expr) if expr is not None else scalar
     out: dict[str, CaseSize] = {}
     for case in list(spec.cases) + list(getattr(spec, "held_out", [])):

@@ -12,7 +12,7 @@ from typing import Protocol
 from runners.syntax import parse
 
 from .archive import Archive
-from .autotune_choice import choice_key, compose, is_choice_key, render_choice, size_param
+from .autotune_choice import Size, choice_key, compose, grid_size, is_choice_key, render_choice, size_param
 from .autotune_choice import describe as describe_choice
 from .candidate import Candidate
 from .kernel_sizes import case_sizes
@@ -141,10 +141,11 @@ class LaunchTuner:
             return None
         for kernel, tuned in self._autotuned().items():
             configs, key = self._knob(kernel, "configs"), self._knob(kernel, "key")
-            if configs is None or key is None:
+            size = self._size(tuned, key) if configs is not None else None
+            if size is None:
                 continue
-            sizes = self._case_sizes(tuned, key)
-            plan = compose(tuned, configs, key, archive.candidates, sizes)
+            sizes = self._case_sizes(tuned, size)
+            plan = compose(tuned, configs, key, archive.candidates, sizes, size)
             if plan is None:
                 continue
             source = render_choice(self.baseline, self.knobs, self.entry, plan, tuned, sizes)
@@ -155,14 +156,19 @@ class LaunchTuner:
                              generation=baseline.generation + 1, genome=plan.genome)
         return None
 
-    def _case_sizes(self, tuned, key: Knob) -> dict:
-        found = size_param(key)
-        if found is None:
-            return {}
-        if (tuned.kernel, found[0]) not in self._sizes:
-            self._sizes[tuned.kernel, found[0]] = case_sizes(parse(self.baseline), self.entry, tuned.fn, tuned.sites,
-                                                             found[0], self.spec)
-        return self._sizes[tuned.kernel, found[0]]
+    def _size(self, tuned, key: Knob | None) -> Size | None:
+        """The size the key misses: the scalar of the first re-keying, or else a size only the grid uses."""
+        found = size_param(key) if key is not None else None
+        if found is not None:
+            return Size(found[0], found[1])
+        grid = grid_size(parse(self.baseline), self.entry, tuned)
+        return Size(grid.id, grid=grid) if grid is not None else None
+
+    def _case_sizes(self, tuned, size: Size) -> dict:
+        if (tuned.kernel, size.name) not in self._sizes:
+            self._sizes[tuned.kernel, size.name] = case_sizes(parse(self.baseline), self.entry, tuned.fn, tuned.sites,
+                                                              size.name, self.spec, size.grid)
+        return self._sizes[tuned.kernel, size.name]
 
     def describe(self, genome: dict) -> list[str]:
         """Human-readable changes, e.g. ``_rms_norm_kernel (line 60): num_warps 4 -> 8``."""
@@ -170,7 +176,7 @@ class LaunchTuner:
         for key, value in genome.items():
             configs = self._knob(key.split("@", 1)[0], "configs") if is_choice_key(key) else None
             if configs is not None:
-                text = describe_choice(value, configs, self._knob(configs.kernel, "key"))
+                text = describe_choice(value, configs)
                 out.append(f"{configs.kernel} (line {configs.line}): autotune {text}")
         for knob in self.knobs:
             if genome.get(knob.key):
@@ -252,7 +258,7 @@ class LaunchTuner:
         if not tried:
             return None
         best = max(tried, key=lambda c: c.evaluation.fitness)
-        return {"rule": describe_choice(best.genome[key], configs, self._knob(configs.kernel, "key")),
+        return {"rule": describe_choice(best.genome[key], configs),
                 "fitness": round(best.evaluation.fitness, 3), "candidate": best.id,
                 "speedup": {c.case: round(c.speedup, 3) for c in best.evaluation.cases if c.speedup}}
 

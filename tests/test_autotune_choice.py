@@ -354,3 +354,56 @@ def test_configs_built_at_run_time_are_chosen_by_position(tmp_path):
         x = torch.randn(rows, 48)
         torch.testing.assert_close(module.double(x), x * 2)
         assert module._double.best_config.kwargs == {"R": want}, rows
+
+
+# A row-parallel kernel whose row count reaches it only through the grid (the layout of Liger-Kernel's DyT
+# forward): no argument is free to add to the key, so the launch passes a new one, the row count's power of two.
+GRID_ONLY = '''\
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK_N": 16}, num_warps=1), triton.Config({"BLOCK_N": 32}, num_warps=4)],
+                 key=["N"])
+@triton.jit
+def _scale_rows(X, Y, N: tl.constexpr, BLOCK_N: tl.constexpr):
+    col = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    row = tl.program_id(1).to(tl.int64)
+    x = tl.load(X + row * N + col, mask=col < N, other=0.0)
+    tl.store(Y + row * N + col, x * 3, mask=col < N)
+
+
+def scale_rows(x):
+    shape = x.shape
+    x = x.view(-1, shape[-1])
+    M, N = x.shape
+    y = torch.empty_like(x)
+    grid = lambda meta: (triton.cdiv(N, meta["BLOCK_N"]), M)  # noqa: E731
+    _scale_rows[grid](x, y, N)
+    return y.view(shape)
+'''
+
+
+def test_a_size_only_the_grid_uses_becomes_a_bucket_the_launch_passes(tmp_path):
+    spec = TaskSpec(kernel="scale_rows", module="s.py", entry="scale_rows", args=[ArgSpec("x", ["B", "T", "H"])],
+                    cases=[Case({"B": 1, "T": 1, "H": 64}, "float32"), Case({"B": 2, "T": 4096, "H": 64}, "float32")])
+    tuner = LaunchTuner(GRID_ONLY, entry="scale_rows", spec=spec)
+    assert not [k for k in tuner.knobs if k.name == "key"]  # no scalar argument to re-key on
+    ids = [c.id for c in spec.cases]  # 1 row and 8192 rows
+    archive = archive_of(tuner, ("BLOCK_N=16, num_warps=1", dict(zip(ids, (1.0, 50.0)))),
+                         ("BLOCK_N=32, num_warps=4", dict(zip(ids, (1.4, 20.0)))))
+    cand = tuner.propose(archive, random.Random(0))
+    assert tuner.describe(cand.genome) == [
+        "_scale_rows (line 9): autotune config chosen by M: M <= 127: BLOCK_N=16, num_warps=1; above: BLOCK_N=32, "
+        "num_warps=4 (key ['N', 'M_bucket'])"]
+    assert "def _scale_rows(X, Y, N: tl.constexpr, BLOCK_N: tl.constexpr, M_bucket=0):" in cand.source
+    assert "_scale_rows[grid](x, y, N, M_bucket=int(M).bit_length())" in cand.source
+    assert "the launch's `M` at the cases' shapes" in " ".join(line.lstrip("# ") for line in cand.source.splitlines())
+    assert "the launch passes M_bucket=int(M).bit_length(), its power of two." in cand.source.replace("\n# ", " ")
+    assert check_source(cand.source, GRID_ONLY, "scale_rows") == []
+    module = load(tmp_path, cand.source, "scale_rows")
+    for rows, want in ((3, 16), (127, 16), (128, 32)):
+        x = torch.randn(1, rows, 40)
+        torch.testing.assert_close(module.scale_rows(x), x * 3)
+        assert module._scale_rows.best_config.kwargs == {"BLOCK_N": want}, rows
