@@ -6,8 +6,11 @@ decode, eight at prefill, 4.7x apart), neither pin nor the autotuner wins everyw
 per key, and at decode its pick is a lottery between near-equal configs. This module writes the deterministic
 alternative as one candidate:
 
-- the size: the run-time argument the key misses (the one a bucketed key would add: evolver/autotune_key.py),
-  read at each case from the shapes (evolver/kernel_sizes.py) and bucketed to its power of two;
+- the size: the run-time argument the key misses (the one a bucketed key would add: evolver/autotune_key.py), or,
+  where no argument carries it, a size of the launcher that only the grid uses (``M`` in ``grid = lambda meta:
+  (cdiv(N, meta["BLOCK_N"]), M)``, Liger's DyT), which then becomes a new argument ``M_bucket`` that the launch
+  passes as ``int(M).bit_length()``; read at each case from the shapes (evolver/kernel_sizes.py) and bucketed to
+  its power of two;
 - per bucket with cases, the pinned config fastest there (geometric mean of its time over the best pin's time at
   the bucket's cases); a bucket between measured ones takes the nearest measured bucket (the smaller on a tie),
   below the smallest the smallest, above the largest the largest; adjacent buckets with the same config merge;
@@ -18,8 +21,9 @@ alternative as one candidate:
   ``early_config_prune(configs, named_args, **kwargs)`` once per new key (Triton 2.2 to 3.9); with one config left,
   recent versions run it without timing, older ones time that one config once and keep it.
 
-The genome of such a candidate is ``{"<kernel>@autotune.choice": {"by": size, "key": key choice, "table":
-[[largest size or None, pin choice of the configs knob], ...]}}``.
+The genome of such a candidate is ``{"<kernel>@autotune.choice": {"by": size, "key": key choice (0: a grid size),
+"keyed": the new key, "grid": the launcher's expression (a grid size only), "table": [[largest size or None, pin
+choice of the configs knob], ...]}}``; the genetic search never mutates it.
 """
 from __future__ import annotations
 
