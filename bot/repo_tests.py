@@ -175,12 +175,21 @@ def run_repo_test(root: Path, test: str, backend: str, timeout: float = 900.0, w
     return timed_test_run(argv, root, pytest_env(backend, root, settings), timeout, settings.python, with_champion)
 
 
+def output_tail(output: str, keep: int = 15) -> str:
+    """The output's last ``keep`` lines, after the pytest error lines (``E   ModuleNotFoundError: ...``,
+    ``ERROR``/``FAILED``) that came before them: an engine's warnings summary (SGLang's tests print 17) pushes
+    the error that stopped collection out of the last lines."""
+    lines = output.strip().splitlines()
+    errors = [x for x in lines[:-keep] if x.startswith(("E   ", "ERROR ", "FAILED "))][-6:]
+    return "\n".join([*errors, *(["..."] if errors else []), *lines[-keep:]])
+
+
 def timed_test_run(argv: list[str], root: Path, env: dict[str, str], timeout: float, python: str | None,
                    with_champion: bool = False) -> TestRun:
     """``argv`` run in ``root``, as a TestRun (the interpreter shown as ``python``, the output's last lines)."""
     started = time.perf_counter()
     code, output = run_command(argv, root, env, timeout)
-    tail = "\n".join(output.strip().splitlines()[-15:])
+    tail = output_tail(output)
     shown = (["python", *argv[1:]] if argv[0] == (python or sys.executable) else argv)
     return TestRun(command=shlex.join(shown), passed=code == 0, returncode=code,
                    duration_s=time.perf_counter() - started, output_tail=tail, with_champion=with_champion)

@@ -317,16 +317,24 @@ def named_after(row: ScanRow, test: str) -> int:
     return len(_words(Path(test).stem) & (_words(source) | _words(row.entry_name or "")))
 
 
+def collected(rel: str) -> bool:
+    """A file pytest collects by default (``test_*.py``, ``*_test.py``); a helper module of a test package
+    (SGLang's ``python/sglang/test/lora_utils.py``, ``runners.py``) reaches half the engine through its imports
+    and tests nothing itself."""
+    name = PurePosixPath(rel).name
+    return name.startswith("test_") or name.endswith("_test.py")
+
+
 def closeness(row: ScanRow, test: str, root: Path | None) -> tuple:
     """Closest first: a test that names the entry, then one whose file name shares the most words with the
-    kernel's file and entry, then one that names its module, then one named after its file; benchmark and
-    tuning scripts after every other test."""
+    kernel's file and entry, then one that names its module, then one named after its file, then one pytest
+    collects; benchmark and tuning scripts after every other test."""
     source = Path(row.entry_file or row.file)
     text = (Path(root) / test).read_text(errors="replace") if root and (Path(root) / test).is_file() else ""
     return (is_benchmark(test), bool(row.entry_name) and row.entry_name not in text, -named_after(row, test),
             f".{source.stem}" not in text and f"/{source.stem}" not in text, source.stem not in Path(test).stem,
-            Path(test).name == "conftest.py", not {"test", "tests"} & set(Path(test).parts[:-1]), len(Path(test).parts),
-            test)
+            Path(test).name == "conftest.py", not collected(test), not {"test", "tests"} & set(Path(test).parts[:-1]),
+            len(Path(test).parts), test)
 
 
 def scan(root: Path, configured: dict[str, tuple[str, str]] | None = None,

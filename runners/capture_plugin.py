@@ -19,8 +19,9 @@ environment says what to record:
     KS_CAPTURE_VALUE_BYTES     nor once the files of the run hold this many bytes (default 64 MiB)
     KS_CAPTURE_CPU      "1" on the CPU interpreter: tensors the tests place on ``cuda`` (``device="cuda"``,
                         ``.cuda()``, ``.to("cuda")``) are made on the CPU instead; ``torch.cuda.synchronize``,
-                        ``set_device`` and ``empty_cache`` do nothing, ``current_device()`` is 0 and the compute
-                        capability (0, 0); Triton's
+                        ``set_device`` and ``empty_cache`` do nothing, ``current_device()`` is 0, ``is_available()``
+                        is true with one device, ``set_default_device("cuda")`` sets the CPU, and the compute
+                        capability is (0, 0); Triton's
                         interpreter gets a stand-in driver and list grids (``runners/interpreter_shims.py``,
                         copied beside this file as ``ks_interpreter_shims.py``). Tests written for a GPU run as
                         a dry run; the summary counts the moved tensors. Without KS_CAPTURE_MODULE the plugin
@@ -83,6 +84,12 @@ def _map_cuda_to_cpu() -> None:
             return func(*args, **kwargs)
 
     torch.cuda.synchronize = lambda *a, **k: None
+    # tests that skip without a GPU (`if not torch.cuda.is_available(): raise SkipTest`, SGLang's setUpClass)
+    # and then `torch.set_default_device("cuda")`: the dry run is their GPU, and its default device the CPU
+    torch.cuda.is_available = lambda: True
+    torch.cuda.device_count = lambda: 1
+    set_default_device = torch.set_default_device
+    torch.set_default_device = lambda device: set_default_device(_on_cpu(device))
     # the device-index bookkeeping tests do before they place tensors (``torch.cuda.current_device()`` to
     # build a device, ``set_device(0)``, ``empty_cache()``): the one "GPU" is the CPU. Queries of the device
     # itself (its properties) still raise: there is no GPU to describe
@@ -290,8 +297,8 @@ def _interpreter_shims() -> None:
 
 
 if os.environ.get("KS_CAPTURE_CPU") == "1":
+    _interpreter_shims()  # first: Triton picks its driver by asking torch.cuda.is_available(), which the dry run answers yes
     _map_cuda_to_cpu()
-    _interpreter_shims()
 install()  # before conftest files and test modules bind the entry by name
 
 

@@ -44,12 +44,16 @@ class Extraction:
 
 
 def import_root(root: Path, module_rel: str) -> tuple[str, str | None, str]:
-    """(import root, top-level package, dotted module name) of ``module_rel``: the packages are the folders
-    above the module that hold an ``__init__.py``."""
+    """(import root, top-level package, dotted module name) of ``module_rel``: the top package is the highest
+    folder above the module that holds an ``__init__.py``, and every folder between it and the module is a
+    package too, with or without one (an implicit namespace package: SGLang's ``python/sglang/__init__.py``
+    over ``srt/`` and ``srt/layers/``, which have none, over ``layers/quantization/__init__.py``)."""
     parts = PurePosixPath(module_rel).with_suffix("").parts
     depth = len(parts) - 1
-    while depth > 0 and (Path(root).joinpath(*parts[:depth]) / "__init__.py").is_file():
-        depth -= 1
+    for above in range(1, len(parts)):
+        if (Path(root).joinpath(*parts[:above]) / "__init__.py").is_file():
+            depth = above - 1
+            break
     base = "/".join(parts[:depth]) or "."
     package = parts[depth] if depth < len(parts) - 1 else None
     return base, package, ".".join(parts[depth:])

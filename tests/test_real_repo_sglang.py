@@ -1,0 +1,123 @@
+"""Problems SGLang (0.5.10, `python/sglang/srt/layers/...`, tests in `test/srt/`) brought, each as a small
+repository on disk: packages without an `__init__.py` between the top package and the kernel's (implicit
+namespace packages), helper modules of a test package that reach half the engine, unittest classes that skip
+without `torch.cuda.is_available()` and then `torch.set_default_device("cuda")`, and a collection error hidden
+behind an engine's warnings summary."""
+import git
+from conftest import commit_all
+
+from bot.capture import run_capture
+from bot.repo_tests import TestSettings, output_tail
+from bot.scan import scan
+from bot.target import open_target
+from runners.extract import extraction_plan, import_root
+
+KERNEL = '''\
+import torch
+import triton
+import triton.language as tl
+
+from engine.srt.utils import block_for
+
+
+@triton.jit
+def _scale_kernel(x_ptr, y_ptr, n, alpha, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=mask) * alpha, mask=mask)
+
+
+def scale(x, alpha=2.0):
+    y = torch.empty_like(x)
+    n = x.numel()
+    block = block_for(n)
+    _scale_kernel[(triton.cdiv(n, block),)](x, y, n, alpha, BLOCK=block)
+    return y
+'''
+
+LAYER = '''\
+from engine.srt.layers.quant.scaled import scale
+
+
+def apply_layer(x):
+    return scale(x, 2.0)
+'''
+
+# as SGLang's test/srt/quant/*.py: a unittest class that skips without a GPU, then makes CUDA the default device
+TEST = '''\
+import unittest
+
+import torch
+
+from engine.srt.layers.linear import apply_layer
+
+
+class TestLinearLayer(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if not torch.cuda.is_available():
+            raise unittest.SkipTest("CUDA is not available")
+        torch.set_default_device("cuda")
+
+    def test_layer(self):
+        for n in (5, 70, 130):
+            x = torch.randn(n)
+            torch.testing.assert_close(apply_layer(x), x * 2.0)
+'''
+
+
+def make_repo(tmp_path):
+    """SGLang's layout: python/engine/__init__.py, no __init__.py in srt/ nor srt/layers/, one in
+    srt/layers/quant/; tests in a separate tree and helper modules in the package's own test/ folder."""
+    root = tmp_path / "engine-repo"
+    quant = root / "python/engine/srt/layers/quant"
+    quant.mkdir(parents=True)
+    (root / "python/engine/__init__.py").write_text("")
+    (quant / "__init__.py").write_text("")
+    (quant / "scaled.py").write_text(KERNEL)
+    (root / "python/engine/srt/utils.py").write_text("def block_for(n):\n    return 64 if n <= 64 else 128\n")
+    (root / "python/engine/srt/layers/linear.py").write_text(LAYER)
+    (root / "test/srt").mkdir(parents=True)
+    (root / "test/srt/test_linear_layer.py").write_text(TEST)
+    # a helper of the tests, shallower than the test itself, that reaches the kernel too (SGLang's runners.py)
+    (root / "test/runners.py").write_text("from engine.srt.layers.linear import apply_layer\n\n\n"
+                                          "def run(x):\n    return apply_layer(x)\n")
+    commit_all(git.Repo.init(root, initial_branch="main"), "baseline")
+    return root
+
+
+def test_the_import_root_spans_folders_without_an_init_file(tmp_path):
+    root = make_repo(tmp_path)
+    assert import_root(root, "python/engine/srt/layers/quant/scaled.py") == (
+        "python", "engine", "engine.srt.layers.quant.scaled")
+    assert import_root(root, "python/engine/srt/utils.py") == ("python", "engine", "engine.srt.utils")
+    assert import_root(root, "test/srt/test_linear_layer.py") == ("test/srt", None, "test_linear_layer")
+    plan = extraction_plan(root, "python/engine/srt/layers/quant/scaled.py", "scale")
+    assert plan.import_root == "python" and plan.package == "engine"
+
+
+def test_scan_reaches_the_kernel_through_namespace_packages_and_ranks_real_tests_before_helpers(tmp_path):
+    [row] = scan(make_repo(tmp_path))
+    assert row.entry == "python/engine/srt/layers/quant/scaled.py:scale"
+    assert row.tests == ["test/srt/test_linear_layer.py", "test/runners.py"]
+
+
+def test_tests_that_skip_without_a_gpu_run_on_the_cpu_dry_run(tmp_path):
+    target = open_target(make_repo(tmp_path))
+    target.tests = TestSettings(import_roots=["python"])
+    capture = run_capture(target, "test/srt/test_linear_layer.py", "engine.srt.layers.quant.scaled", "scale",
+                          "interpret")
+    assert capture.run.passed, capture.run.output_tail
+    assert "skipped" not in capture.run.output_tail
+    assert [c["args"]["x"]["shape"] for c in capture.calls] == [[5], [70], [130]]
+    assert all(c["args"]["x"]["device"] == "cpu" for c in capture.calls)
+
+
+def test_the_error_that_stopped_collection_survives_a_long_warnings_summary():
+    output = "\n".join(["==== ERRORS ====", "ImportError while importing test module 'test/srt/test_a.py'.",
+                        "E   ModuleNotFoundError: No module named 'einops'", "==== warnings summary ===="]
+                       + [f"  warning {i}" for i in range(30)] + ["1 error in 3.0s"])
+    tail = output_tail(output)
+    assert tail.splitlines()[0] == "E   ModuleNotFoundError: No module named 'einops'"
+    assert tail.splitlines()[-1] == "1 error in 3.0s"
+    assert output_tail("a\nb") == "a\nb"
