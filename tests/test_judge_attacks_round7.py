@@ -91,7 +91,7 @@ def rstd_runs(tmp_path_factory) -> dict:
     from runners.sandbox import Evaluator
 
     bundle = norm_bundle(tmp_path_factory.mktemp("r7-rstd"))
-    with Evaluator(bundle, "interpret", timeout=120, trials=2) as ev:
+    with Evaluator(bundle, "interpret", timeout=120, trials=1, spare=False) as ev:
         return {"bundle": bundle, "baseline": ev.evaluate(ev.baseline, seed=71, time_it=False),
                 "cheat": ev.evaluate(_source(RSTD), seed=72, time_it=False, static_policy=False)}
 
@@ -118,19 +118,17 @@ def test_a_half_precision_rstd_is_wrong_at_float32(rstd_runs):
     assert float(((r - r_ref).abs() / r_ref.abs()).max()) > 1e-4
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "runners/judge.py check_case, _variant_trial and runners/judge_clock.py _corroborate compare every output with "
-    "tol = self.spec.tolerance(case.dtype): the CASE's dtype. A float32 output of a float16 case (an rstd, a "
-    "LayerNorm's mean, a float32 loss or router weight beside half-precision activations; bfloat16 cases are "
-    "looser still: atol 1e-2, rtol 1.6e-2) is held to the half-precision tolerance, 400x float32's rtol: this rstd "
-    "with 11 bits of precision (err_ratio under 1 at float16's tolerance, about 25-50 at float32's) is accepted, "
-    "ok under both protocols (the window compares the same way). Fix: runners/compare.py compare_tensor takes the "
-    "tolerance per output from the OUTPUT's dtype (compare_outputs(out, ref, tolerance_for) with "
-    "tolerance_for(ref.dtype) = spec.tolerance(dtype name of ref)), in check_case, _variant_trial and "
-    "_corroborate alike; a task that really wants a looser float32 output declares it per output in task.yaml"))
+# Was a hole (found this round, closed in the working tree as it ran, commit c489477): runners/judge.py check_case,
+# _variant_trial and runners/judge_clock.py _corroborate compared every output with spec.tolerance(case.dtype), the
+# CASE's dtype, so a float32 output of a float16 case (an rstd, a LayerNorm's mean, a float32 loss or router weight
+# beside half-precision activations; bfloat16 cases looser still) was held to float16's tolerance, 400x float32's
+# rtol: this rstd kept to 11 bits was accepted, ok under both protocols (err_ratio 0.07 at float16's tolerance, 13
+# at float32's). Each output is now held to its own dtype's (TaskSpec.tolerances_for). Still open, a corner: an
+# output whose dtype has no tolerance of its own (float64) falls back to the case's.
 def test_a_half_precision_rstd_is_refused(rstd_runs):
     ev = rstd_runs["cheat"]
-    assert not ev.ok and ev.stage == "correctness" and "output 1" in ev.error, _summary(ev)
+    assert not ev.ok and ev.stage == "correctness" and "output 1" in ev.error and "atol 1e-05" in ev.error, \
+        _summary(ev)
 
 
 # ---- 2. an output of a kind the wire does not know: compared as two equal marker strings -------------------------
@@ -149,7 +147,8 @@ def dict_run(tmp_path_factory) -> dict:
 
 def test_a_dict_of_zeros_is_wrong(dict_run):
     """Control, outside the judge: the baseline's dict holds the normalised rows and their rstd, the cheat's zeros;
-    and what the wire makes of either (runners/wire.py encode_value, decode_value) is one and the same string."""
+    what the wire makes of either (runners/wire.py encode_value, decode_value) was one and the same marker string
+    before the fix, and is the dict itself now, whose items compare."""
     import tempfile
     from pathlib import Path
 
@@ -165,23 +164,19 @@ def test_a_dict_of_zeros_is_wrong(dict_run):
     with tempfile.TemporaryDirectory() as folder:
         seen = [decode_value(encode_value(Path(folder), name, v), Path(folder), 1 << 20)
                 for name, v in (("want", want), ("got", got))]
-    assert seen[0] == seen[1] == "<unsupported output type dict>"
-    assert compare_outputs(seen[1], seen[0], DEFAULT_TOLERANCES["float16"]).ok
+    assert all(isinstance(v, dict) and sorted(v) == ["rstd", "y"] for v in seen)  # carried as dicts now
+    assert not compare_outputs(seen[1], seen[0], DEFAULT_TOLERANCES["float16"]).ok
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "runners/wire.py encode_value encodes a value that is not a tensor, a tuple/list, None or a bool/int/float as "
-    "{'kind': 'other', 'type': <type name>} and decode_value turns it into '<unsupported output type NAME>' on both "
-    "sides; runners/compare.py compare_outputs compares non-tensors with `!=`, and two equal marker strings pass. So "
-    "for an entry whose baseline returns a dict (or a dataclass, a str, a numpy scalar) nothing is compared: this "
-    "candidate's zeros are accepted, ok (and in a timed run its window commits to no tensor at all, so no shown "
-    "slot is checked either). Fix: runners/wire.py encodes a dict as {'kind': 'map', 'items': {key: value}} (keys "
-    "sorted, str only) and a str as a scalar; any other kind in the ORACLE's reply stops the evaluation at stage "
-    "'baseline' ('the baseline returns a NAME, which the judge cannot compare'), and compare_outputs never treats "
-    "an unsupported marker as equal to anything"))
+# Was a hole (found this round, closed as it ran, commit c489477): runners/wire.py encode_value encoded a value that
+# was not a tensor, a tuple/list, None or a bool/int/float as {'kind': 'other'}, decode_value turned it into the
+# marker string '<unsupported output type NAME>' on both sides, and compare_outputs found the two strings equal: for
+# an entry whose baseline returns a dict (a dataclass, a str) nothing was compared, and this candidate's zeros were
+# accepted, ok. Dicts (string keys) and short strings now cross the wire and are compared item by item; any other
+# kind in the oracle's reply stops the evaluation at stage 'baseline'.
 def test_a_dict_of_zeros_is_refused(dict_run):
     ev = dict_run["cheat"]
-    assert not ev.ok and ev.stage in ("correctness", "baseline"), _summary(ev)
+    assert not ev.ok and ev.stage == "correctness" and "out of tolerance" in ev.error, _summary(ev)
 
 
 # ---- 3. the right values in another structure -----------------------------------------------------------------
@@ -213,17 +208,13 @@ def test_a_tuple_for_a_tensor_breaks_its_callers(rms_bundle, tmp_path):
     assert isinstance(out, tuple) and not isinstance(base.rms_norm(x, w, residual=r)[0], tuple)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "runners/judge.py _candidate_call holds tensor_layouts(reply['out']) (a flat list of dtype, shape, strides) "
-    "against the oracle's and runners/compare.py compare_outputs compares flatten()-ed lists: neither sees the "
-    "nesting, so `(out,)` for `out` and `((out,), res)` for `(out, res)` are accepted, ok, though every caller "
-    "breaks. Fix: in _candidate_call, before the layouts, compare the encoded structure itself: a function of the "
-    "meta that keeps the kind of every node and the length of every seq (and the scalars' types), "
-    "structure(reply['out']) == structure(ref_reply['out']), else Refusal('correctness', 'returned a NAME where "
-    "the baseline returns a NAME')"))
+# Was a hole (found this round, closed as it ran, commit c489477): runners/judge.py _candidate_call held the flat
+# tensor_layouts of the reply against the oracle's, and compare_outputs compared flatten()-ed lists: the nesting was
+# never compared, so `(out,)` for `out` and `((out,), res)` for `(out, res)` were accepted, ok, though every caller
+# breaks. The encoded structure (runners/wire.py structure) is now compared first.
 def test_a_tuple_for_a_tensor_is_refused(tuple_run):
     ev = tuple_run
-    assert not ev.ok and ev.stage == "correctness", _summary(ev)
+    assert not ev.ok and ev.stage == "correctness" and "where the baseline returns" in ev.error, _summary(ev)
 
 
 # ---- 4. the timed calls are checked on easy values only -----------------------------------------------------------
@@ -269,9 +260,9 @@ def _window_peaks(bundle, secret: int, symbols: dict, count: int = 8) -> list[fl
 def easy_run(softmax_bundle, tmp_path_factory) -> dict:
     from test_judge_attacks_round4 import _timed_judge
 
-    # the cheat gets past most secrets (its one-pass kernel overflows only when a window's scale is drawn above
-    # ~25, 2 % of rounds); the first secret whose window peaks stay under 80 (the draw the test depends on). The
-    # search's protocol clocks the case too (a speedup is claimed) and was measured the same: ok, about 1.4x.
+    # the first secret whose window values all stay under 80 (the cheat's one-pass kernel does not overflow there:
+    # about 2 secrets in 5 since the window's structured rows). Before them, the search's protocol was measured the
+    # same as this one: ok, about 1.4x.
     seed = next(s for s in range(1, 50) if max(_window_peaks(softmax_bundle, s, SOFTMAX_SYMBOLS, 4)) < 80)
     [run] = _timed_judge(softmax_bundle, tmp_path_factory.mktemp("r7-easy"),
                          [(_source(EASY), "verify", seed, SOFTMAX_WINDOW)], SOFTMAX_SYMBOLS)
@@ -308,25 +299,26 @@ def test_the_timed_path_is_wrong_on_the_judges_own_trial_values(softmax_bundle, 
     assert torch.allclose(cheat.softmax(slot).float(), base.softmax(slot.clone()).float(), atol=1e-3)
 
 
+# Found this round, partly closed in the working tree as it ran: runners/inputs.py SlotBank.fill gave every timed call
+# (the samples and the judge's window) plain normal values, one scale per block and round, no near-zero or wide row,
+# while the hard values of check_case, _check_layout and _check_masked reached only the untimed calls, and a call told
+# the two apart from its input's storage. This softmax ran a one-pass kernel without the max in every timed call and
+# the baseline's kernel in every checked one: ok under both protocols on the stand-in, every window slot shown and
+# right (credited 1.3-1.4x by the stand-in's host clock). The window's fill now gives every slot the trials' near-zero
+# first row and wide last row (SlotBank._structured_rows).
 @pytest.mark.xfail(strict=True, reason=(
-    "runners/inputs.py SlotBank.fill gives every timed call (the samples and the judge's window) plain normal values "
-    "with one scale per block and round (per_slot_scales=False), no near-zero or wide row, no mask, no padding, "
-    "scalars at range[0]; the hard values of check_case, _check_layout and _check_masked reach only the untimed "
-    "calls, and a call tells the two apart from its input's storage (a contiguous view, 256-byte aligned, into a "
-    "block at least twice its size). This softmax runs a one-pass kernel without the max in every timed call "
-    "(inf/NaN past ~88, the judge's own trial-1 wide row) and the baseline's kernel in every checked one: ok "
-    "under both protocols on the stand-in, every window slot shown and right (credited 1.3-1.4x by this "
-    "stand-in's host clock, an interpreter's number, not a GPU's: what the unsafe path saves is small for a "
-    "memory-bound softmax, more for compute-bound ones: an fp16-accumulating matmul, "
-    "attention without the running-max rescale). Fix: make the window's values as hard as the trials': "
-    "SlotBank.fill (which='window') gives each slot its own structured rows (a near-zero row and a row of "
-    "3.5 orders of magnitude, two strided mul_ over the block, not a pass over all of it) and, where the case's "
-    "masked trial applies, -inf runs in some slots; and one correctness trial per case sends its inputs laid out "
-    "as slots (the view at row k of a block of count aligned rows, runners/wire.py storage headers already carry "
-    "it), so that storage tells nothing"))
+    "runners/inputs.py SlotBank._structured_rows (working tree) multiplies every slot's last row by ONE vector of "
+    "per-column factors per fill, on a block with ONE scale per round: in a round every slot's wide row reaches the "
+    "same magnitudes, so all slots overflow the one-pass softmax together or none does, and the window is three "
+    "coin flips, not 16 shown slots' worth: the cheat's window values stay under 88 (it passes) at 78 of 200 secrets "
+    "at M=4, N=64 and 66 of 200 at M=6, N=200 (counted with _window_peaks), and at 190 of 200 at M=1 (no structured "
+    "row there: section 9). This run is at the first such secret: ok. Fix: draw the wide row's factors per slot "
+    "(a (count, width) tensor, one rand over one row a slot, not a pass over the block) and, better, the block's "
+    "scale per slot for that row too, so that the shown slots are independent draws"))
 def test_a_timed_path_right_only_on_the_windows_values_is_refused(easy_run):
     ev = easy_run
-    assert not ev["ok"] and ev["stage"] in ("correctness", "timing"), json.dumps(ev)
+    assert ev["stage"] not in ("compile", "crashed", "baseline", "kernel"), json.dumps(ev)  # the cheat ran
+    assert not ev["ok"] and ev["stage"] == "timing" and "wrong" in ev["error"], json.dumps(ev)
 
 
 # ---- 5. work queued on the device before the candidate's pause (GPU) ----------------------------------------------
@@ -498,15 +490,13 @@ def test_the_low_end_specialist_is_slow_over_the_rest_of_the_range(head_bundle, 
     assert _per_call_s(cheat.head_max, x, 1) < 1.5 * _per_call_s(base.head_max, x, 1)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "runners/inputs.py SlotBank.__init__ gives every timed slot (the samples and the judge's window) a range "
-    "scalar's low end (spec.range[0]), as trial 0 does; check_case draws it across the range only in the untimed "
-    "trials. A kernel tuned for the low end (here a one-load special case at n = 1, blocks of 16 columns elsewhere: "
-    "several times slower than the baseline at n = 512, measured in the control) is timed only at n = 1: ok, "
-    "credited 4.5x on the stand-in's host clock (judge's clock ratio 1.05: the speedup at n = 1 is real), while "
-    "over most of the range a caller passes it is a slowdown. Fix: SlotBank draws each range scalar per slot "
-    "across its range from the bank's seed (both workers get the same seed, hence the same values), so the "
-    "samples and the window time the range the task declares"))
+# Was a hole (found this round, closed in the working tree as it ran): runners/inputs.py SlotBank gave every timed slot
+# (the samples and the judge's window) a range scalar's low end, as trial 0 does; check_case drew it across the range
+# only in the untimed trials. This kernel, tuned for the low end (a one-load special case at n = 1, blocks of 16
+# columns elsewhere: several times slower than the baseline at n = 512, the control), was timed only at n = 1: ok,
+# credited 4.5x by the stand-in's host clock (judge's clock ratio 1.05). SlotBank now draws range scalars slot by slot
+# across the range (slot 0 at its low end). Note: from a generator seeded by the slot count only (7919 + count), the
+# same draws in every evaluation; the bank's seed would make them unpredictable as well (not needed for this cheat).
 def test_a_kernel_fast_only_at_the_scalars_low_end_earns_no_credit(low_end_run):
     ev = low_end_run
     assert ev["stage"] not in ("compile", "crashed", "baseline", "correctness", "kernel"), json.dumps(ev)
@@ -564,3 +554,63 @@ def test_the_out_of_place_kernel_leaves_its_callers_tensors_stale(out_of_place_r
 def test_an_in_place_entry_that_writes_nothing_in_place_is_refused(out_of_place_run):
     ev = out_of_place_run["cheat"]
     assert not ev.ok and ev.stage == "correctness", _summary(ev)
+
+
+# ---- 9. one-row inputs never get a wide row ------------------------------------------------------------------------
+
+DECODE = "round7_unsafe_decode_path.py"
+
+
+@pytest.fixture(scope="module")
+def decode_runs(softmax_bundle, tmp_path_factory) -> list:
+    """The cheat under the full protocol at a decode case (one row of 200), three trials (the bot's verification runs
+    trials + 2); 12 of 12 secrets (81-92) gave the same verdict."""
+    import shutil
+
+    import yaml
+
+    from runners.sandbox import Evaluator
+
+    bundle = tmp_path_factory.mktemp("r7-decode") / "bundle"
+    shutil.copytree(softmax_bundle, bundle)
+    task = yaml.safe_load((bundle / "task.yaml").read_text())
+    task["cases"] = [{**task["cases"][0], "symbols": {"M": 1, "N": 200}}]
+    (bundle / "task.yaml").write_text(yaml.safe_dump(task, sort_keys=False))
+    with Evaluator(bundle, "interpret", timeout=120, trials=3, spare=False) as ev:
+        return [ev.evaluate(_source(DECODE), seed=81, time_it=False, static_policy=False)]
+
+
+def test_the_decode_path_is_wrong_on_a_row_of_large_range(softmax_bundle, tmp_path):
+    """Control, outside the judge: on one row whose values span what a multi-row trial's wide row holds (a scale of
+    10, per-column factors up to 10**1.5), the cheat's softmax is NaN where the baseline's is a distribution; on two
+    rows it is the baseline's."""
+    from test_judge_attacks_round4 import _import
+
+    from runners.task import read_task
+
+    spec = read_task(softmax_bundle)
+    base = _import(softmax_bundle, spec.module, None, tmp_path)
+    cheat = _import(softmax_bundle, spec.module, _source(DECODE), tmp_path)
+    g = torch.Generator().manual_seed(8)
+    row = (torch.randn(1, 200, generator=g) * 10 * 10 ** (torch.rand(200, generator=g) * 3.5 - 2)).half()
+    assert float(row.float().max()) > 100
+    want = base.softmax(row).float()
+    assert torch.isfinite(want).all() and abs(float(want.sum()) - 1) < 1e-2
+    assert not torch.isfinite(cheat.softmax(row).float()).all()
+    two = torch.cat([row, row])
+    assert torch.allclose(cheat.softmax(two).float(), base.softmax(two).float(), atol=1e-3)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "runners/inputs.py make_tensor gives a later trial's tensor its near-zero row and its wide row (3.5 orders of "
+    "magnitude, per column) only when t.dim() >= 2 and t.shape[0] >= 2, and SlotBank._structured_rows (the window) "
+    "likewise: a one-row input (the decode case, T = 1) and a 1-D one get plain normal values at one scale per trial, "
+    "whose largest value passes ~88 only when the scale is drawn above ~28 (about 1 trial in 80). A kernel with an "
+    "unsafe one-row path (here a softmax without its max) is accepted, ok at 12 of 12 secrets tried (81-92) under "
+    "the full protocol (three trials, the layout and masked trials), wrong on every decode row of large range. Fix: "
+    "make_tensor gives a tensor of one row (and a 1-D one) a wide segment in later trials (its last half times the "
+    "per-column factors 10**U(-2, 1.5)), and SlotBank._structured_rows the same for one-row slots"))
+def test_an_unsafe_decode_path_is_refused(decode_runs):
+    for ev in decode_runs:
+        assert ev.stage in ("done", "correctness"), _summary(ev)  # the cheat ran
+    assert all(not ev.ok and ev.stage == "correctness" for ev in decode_runs), [_summary(ev) for ev in decode_runs]
