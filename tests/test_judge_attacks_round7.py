@@ -312,9 +312,11 @@ def test_the_timed_path_is_wrong_on_the_judges_own_trial_values(softmax_bundle, 
     "same magnitudes, so all slots overflow the one-pass softmax together or none does, and the window is three "
     "coin flips, not 16 shown slots' worth: the cheat's window values stay under 88 (it passes) at 78 of 200 secrets "
     "at M=4, N=64 and 66 of 200 at M=6, N=200 (counted with _window_peaks), and at 190 of 200 at M=1 (no structured "
-    "row there: section 9). This run is at the first such secret: ok. Fix: draw the wide row's factors per slot "
-    "(a (count, width) tensor, one rand over one row a slot, not a pass over the block) and, better, the block's "
-    "scale per slot for that row too, so that the shown slots are independent draws"))
+    "row there: section 9). This run is at the first such secret: ok. The same holds for any path unsafe only at "
+    "some magnitudes (fp16 accumulation past a scale of ~4): one scale per block and round (round 6's fill) makes "
+    "the window three draws of it. Fix: draw the wide row's factors per slot (a (count, width) tensor, one rand over "
+    "one row a slot, not a pass over the block), and that row's scale per slot too, so that the 16 shown slots are "
+    "16 independent draws"))
 def test_a_timed_path_right_only_on_the_windows_values_is_refused(easy_run):
     ev = easy_run
     assert ev["stage"] not in ("compile", "crashed", "baseline", "kernel"), json.dumps(ev)  # the cheat ran
