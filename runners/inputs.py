@@ -304,12 +304,14 @@ class SlotBank:
                 if t.data_ptr() != source.data_ptr():  # a captured strided layout is a copy: refreshed by fill
                     self.copies.append((t, source))
         self._replay(0)
+        # a range scalar across its range, slot by slot (slot 0 at its low end, as trial 0): a kernel fast only at
+        # the low end was timed only there (tests/test_judge_attacks_round7.py); the same draws in both workers
+        gen = torch.Generator().manual_seed(7919 + count)
         for spec in active_args(args, case):
             if not spec.is_tensor:
-                value = case.values.get(spec.name) if spec.name in getattr(case, "values", {}) else \
-                    (spec.range[0] if spec.range else spec.value)
+                fixed = spec.name in getattr(case, "values", {})
                 for k in range(count):
-                    self.slots[k][spec.name] = value
+                    self.slots[k][spec.name] = case.values[spec.name] if fixed else scalar_value(spec, gen, "cpu", k)
 
     def _replay(self, offset: int) -> None:
         """The recorded values into every slot of their blocks (a gather and a copy per argument)."""
@@ -348,8 +350,30 @@ class SlotBank:
                 scale = 10 ** (lo + (hi - lo) * float(torch.rand(1, generator=gen, device=self.device))) \
                     if spec.vary else 1.0
                 block.normal_(mean=0.0, std=scale * spec.scale, generator=gen)
+                if spec.vary:
+                    self._structured_rows(spec.name, gen)
         for t, source in self.copies:
             t.copy_(source)
+
+
+    def _structured_rows(self, name: str, gen: torch.Generator) -> None:
+        """The judge's window: every slot's first row near zero and its last of a large dynamic range, as the later
+        correctness trials' (``make_tensor``), so that a kernel cannot run an unsafe path only in the timed calls
+        (a softmax without its max, right on plain normal values: tests/test_judge_attacks_round7.py). Two strided
+        products over two rows a slot, not a pass over the block: at most 2/rows of the slot's bytes (and at decode
+        sizes, one row a slot, none), so folding them into a kernel's loads gains nothing the clock credits."""
+        shape = case_shapes(self.args, self.case)[name]
+        if len(shape) < 2 or shape[0] < 2:
+            return
+        block = self.blocks[name]
+        numel = 1
+        for d in shape:
+            numel *= d
+        width = numel // shape[0]
+        lo, hi = DYNAMIC_LOG10
+        factors = 10 ** (lo + (hi - lo) * torch.rand(width, generator=gen, device=self.device))
+        block[:, :width].mul_(NEAR_ZERO)
+        block[:, numel - width:numel].mul_(factors.to(block.dtype))
 
 
 def clone_inputs(kwargs: dict) -> dict:

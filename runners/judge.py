@@ -28,7 +28,7 @@ import torch
 
 from .compare import compare_outputs, flatten, output_scale
 from .inputs import make_inputs, masked_rows, row_padded
-from .judge_clock import MAX_PLAUSIBLE_SPEEDUP, Corroboration, TimingSteps, corroborate, implausible
+from .judge_clock import MAX_PLAUSIBLE_SPEEDUP, Corroboration, TimingSteps, borrowed_name, corroborate, implausible
 from .protocol import Protocol, Refusal, commitment_of, meta_nbytes, moved_bytes, nbytes_of, trial_seed
 from .results import CaseResult, Evaluation
 from .task import Case, TaskSpec
@@ -181,6 +181,14 @@ class Judge(TimingSteps):
                 result.output_scale = output_scale(ref)
                 result.launched = list(reply.get("launched", []))
                 result.autotune = dict(reply.get("pinned", {}))
+                baseline_names = {k.split(":")[-1] for k in ref_reply.get("launched", [])}
+                borrowed = [k for k in self._own(result.launched)
+                            if borrowed_name(k.split(":")[-1]) and k.split(":")[-1] not in baseline_names]
+                if borrowed:
+                    raise Refusal("kernel", f"the candidate's kernel `{borrowed[0].split(':')[-1]}` is named as "
+                                            f"torch.compile's or a library's kernels are: the profile tells kernels "
+                                            f"apart by name, so its own share would count theirs "
+                                            f"(tests/test_judge_attacks_round7.py); name it after what it does")
         if extra_trials and self.p.layout_trial:
             self._check_layout(case, index, secret, trials, tol)
         if extra_trials and self.p.masked_trial:
