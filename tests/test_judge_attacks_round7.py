@@ -564,22 +564,25 @@ DECODE = "round7_unsafe_decode_path.py"
 
 
 @pytest.fixture(scope="module")
-def decode_runs(softmax_bundle, tmp_path_factory) -> list:
-    """The cheat under the full protocol at a decode case (one row of 200), three trials (the bot's verification runs
-    trials + 2); 12 of 12 secrets (81-92) gave the same verdict."""
+def row_runs(softmax_bundle, tmp_path_factory) -> dict:
+    """Sections 9 and 10, one judge: the softmax at a decode case (one row of 200) and at six rows of 200, under the
+    full protocol with three trials (the bot's verification runs trials + 2). For the decode cheat 12 of 12 secrets
+    (81-92) gave the same verdict; for the first-and-last-rows cheat 12 of 12 (84-95)."""
     import shutil
 
     import yaml
 
     from runners.sandbox import Evaluator
 
-    bundle = tmp_path_factory.mktemp("r7-decode") / "bundle"
+    bundle = tmp_path_factory.mktemp("r7-rows") / "bundle"
     shutil.copytree(softmax_bundle, bundle)
     task = yaml.safe_load((bundle / "task.yaml").read_text())
-    task["cases"] = [{**task["cases"][0], "symbols": {"M": 1, "N": 200}}]
+    task["cases"] = [{**task["cases"][0], "symbols": {"M": 1, "N": 200}},
+                     {**task["cases"][0], "symbols": {"M": 6, "N": 200}}]
     (bundle / "task.yaml").write_text(yaml.safe_dump(task, sort_keys=False))
     with Evaluator(bundle, "interpret", timeout=120, trials=3, spare=False) as ev:
-        return [ev.evaluate(_source(DECODE), seed=81, time_it=False, static_policy=False)]
+        return {"decode": ev.evaluate(_source(DECODE), seed=81, time_it=False, static_policy=False),
+                "positions": ev.evaluate(_source(POSITIONS), seed=84, time_it=False, static_policy=False)}
 
 
 def test_the_decode_path_is_wrong_on_a_row_of_large_range(softmax_bundle, tmp_path):
@@ -612,7 +615,54 @@ def test_the_decode_path_is_wrong_on_a_row_of_large_range(softmax_bundle, tmp_pa
     "the full protocol (three trials, the layout and masked trials), wrong on every decode row of large range. Fix: "
     "make_tensor gives a tensor of one row (and a 1-D one) a wide segment in later trials (its last half times the "
     "per-column factors 10**U(-2, 1.5)), and SlotBank._structured_rows the same for one-row slots"))
-def test_an_unsafe_decode_path_is_refused(decode_runs):
-    for ev in decode_runs:
-        assert ev.stage in ("done", "correctness"), _summary(ev)  # the cheat ran
-    assert all(not ev.ok and ev.stage == "correctness" for ev in decode_runs), [_summary(ev) for ev in decode_runs]
+def test_an_unsafe_decode_path_is_refused(row_runs):
+    ev = row_runs["decode"]
+    assert ev.stage in ("done", "correctness"), _summary(ev)  # the cheat ran
+    assert not ev.ok and ev.stage == "correctness", _summary(ev)
+
+
+# ---- 10. the hard rows are always the first and the last ----------------------------------------------------------
+
+POSITIONS = "round7_safe_only_on_the_first_and_last_rows.py"
+
+
+def test_safe_only_on_the_first_and_last_rows_is_wrong_on_a_middle_row(softmax_bundle, tmp_path):
+    """Control, outside the judge: a wide row (as a later trial's last row) put in the middle of six rows is NaN
+    from the cheat, a distribution from the baseline; at the last row, where the judge puts it, the cheat is right;
+    and the judge's own trials put it there (runners/inputs.py make_inputs, trials 1-4 at one seed)."""
+    from test_judge_attacks_round4 import _import
+
+    from runners.inputs import make_inputs
+    from runners.task import read_task
+
+    spec = read_task(softmax_bundle)
+    base = _import(softmax_bundle, spec.module, None, tmp_path)
+    cheat = _import(softmax_bundle, spec.module, _source(POSITIONS), tmp_path)
+    g = torch.Generator().manual_seed(9)
+    x = torch.randn(6, 200, generator=g)
+    wide = torch.randn(200, generator=g) * 10 * 10 ** (torch.rand(200, generator=g) * 3.5 - 2)
+    assert float(wide.max()) > 100
+    last, middle = x.clone(), x.clone()
+    last[-1], middle[2] = wide, wide
+    last, middle = last.half(), middle.half()
+    assert torch.allclose(cheat.softmax(last).float(), base.softmax(last).float(), atol=1e-3)
+    assert torch.isfinite(base.softmax(middle).float()).all()
+    assert not torch.isfinite(cheat.softmax(middle).float()).all()
+    for trial in range(1, 5):
+        t = make_inputs(spec.args, spec.cases[0], "cpu", seed=11, trial=trial)["x"].float()
+        assert int(t.abs().amax(-1).argmax()) == t.shape[0] - 1 and int(t.abs().mean(-1).argmin()) == 0
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "runners/inputs.py make_tensor puts a later trial's near-zero row at row 0 and its wide row at the last row, "
+    "always (rows[0], rows[-1]); SlotBank._structured_rows the same in the window; masked_rows its patterns at rows "
+    "0-3. The middle rows are plain normal values at one scale. A kernel safe only at those positions (here a "
+    "softmax that subtracts the max on the first and last rows only) is accepted, ok at 12 of 12 secrets tried "
+    "(84-95) under the full protocol, wrong on any wide or masked row elsewhere in a batch. Fix: draw the hard rows' "
+    "positions per trial from the trial's generator (a random permutation of the rows, or k random rows of each "
+    "kind), the masked patterns' rows likewise, and per slot in the window (a random row index per slot, gathered, "
+    "or rows chosen per fill)"))
+def test_safe_only_on_the_first_and_last_rows_is_refused(row_runs):
+    ev = row_runs["positions"]
+    assert ev.stage in ("done", "correctness"), _summary(ev)  # the cheat ran
+    assert not ev.ok and ev.stage == "correctness", _summary(ev)
