@@ -85,8 +85,15 @@ def rms_norm(hidden_states, weight, eps=1e-6, residual=None):
         out, new_residual = _torch_rms(hidden_states, weight, eps, residual)
         return out if residual is None else (out, new_residual)
     if _state["compiled"] is None:
+        dynamo = importlib.import_module("torch._dynamo").config
+        for limit in ("cache_size_limit", "recompile_limit", "accumulated_cache_size_limit",
+                      "accumulated_recompile_limit"):
+            if hasattr(dynamo, limit):  # one compile per case: never fall back to eager (aten's kernels)
+                setattr(dynamo, limit, 4096)
         _state["compiled"] = torch.compile(_torch_rms, dynamic=False)
     fn = _state["compiled"]
+    hidden_states = hidden_states.contiguous()  # the layout trials' strided inputs: no compile of their own
+    residual = residual.contiguous() if residual is not None else None
     key = (tuple(hidden_states.shape), hidden_states.dtype, residual is not None)
     if key not in _state["names"]:
         _state["names"][key] = _learn(fn, hidden_states, weight, eps, residual)
