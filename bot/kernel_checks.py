@@ -91,6 +91,45 @@ def check_entry(root: Path, name: str, kernel: KernelConfig) -> None:
                     f"{': ' + ', '.join(close) if close else ''} (`kernelsmith scan` lists them).")
 
 
+def _entry_def(path: Path, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    try:
+        tree = parse(path.read_text())
+    except (OSError, SyntaxError):
+        return None
+    return next((n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name),
+                None)
+
+
+def check_arguments(root: Path, name: str, kernel: KernelConfig) -> None:
+    """``args:`` names parameters the entry has, and every parameter without a default: a call the judge makes
+    would otherwise fail with a TypeError at the baseline check, after ``--out`` was written, as if the kernel
+    were broken (SGLang's ``triton_scaled_mm(..., out_dtype, ...)``)."""
+    node = _entry_def(Path(root) / kernel.path, kernel.entry)
+    if node is None:  # assigned or imported under that name: nothing to read statically
+        return
+    a = node.args
+    positional = [*a.posonlyargs, *a.args]
+    defaults = {p.arg for p in positional[len(positional) - len(a.defaults):]} if a.defaults else set()
+    defaults |= {p.arg for p, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None}
+    params = [p.arg for p in [*positional, *a.kwonlyargs] if p.arg not in ("self", "cls")]
+    where = f"{kernel.path} line {node.lineno}"
+    unknown = [n for n in kernel.args if n not in params]
+    if unknown and a.kwarg is None:
+        close = difflib.get_close_matches(unknown[0], params, n=1)
+        raise UserError(f"`{kernel.entry}` ({where}) has no parameter `{unknown[0]}`, named under "
+                        f"{config_at(root, name, 'args')}; its parameters: {', '.join(params) or 'none'}",
+                        f"Rename or remove `{unknown[0]}` in `args:`"
+                        f"{f' (did you mean `{close[0]}`?)' if close else ''}: kernelsmith passes every argument "
+                        "by keyword.")
+    missing = [p for p in params if p not in defaults and p not in kernel.args]
+    if missing:
+        raise UserError(f"`{kernel.entry}` ({where}) takes `{missing[0]}` without a default, and "
+                        f"{config_at(root, name, 'args')} does not give it"
+                        f"{f' (nor {len(missing) - 1} more: ' + ', '.join(missing[1:]) + ')' if len(missing) > 1 else ''}",
+                        f"Add `{missing[0]}:` under `args:`: a tensor as `{{shape: [...]}}`, a number or a flag as "
+                        "`{value: ...}` (`kernelsmith init --capture` writes them from the kernel's own tests).")
+
+
 def existing_test_paths(root: Path, test: TestTarget) -> list[str]:
     return [p for p in test.paths if (Path(root) / p).exists()]
 
@@ -251,6 +290,16 @@ def test_environment_fault(output: str, backend: str) -> str | None:
     """When a repository test run on the CPU interpreter failed because the test (or what it calls) asks
     ``torch.cuda`` about a GPU: that, at the repository's deepest line in pytest's output. None otherwise."""
     noted = re.findall(r"^kernelsmith CPU dry run: (.+) asks torch.cuda about the GPU$", output, re.M)
+    if backend == "interpret" and not noted and "InterpreterError" in output:
+        # a kernel of the repository, unchanged, that Triton's interpreter cannot run (SGLang's fla
+        # fused_recurrent kernels: "Did you forget to add @triton.jit ?"): its tests cannot pass on the CPU
+        error = next((x.strip().removeprefix("E").strip() for x in output.splitlines()
+                      if x.lstrip().startswith("E") and "InterpreterError" in x), "InterpreterError")
+        failed = [x.split()[1] for x in output.splitlines() if x.startswith("FAILED ")][:2]
+        return (f"Triton's CPU interpreter cannot run a kernel that the test launches ({error[:240]}"
+                f"{'; in ' + ', '.join(failed) if failed else ''}), unchanged, as the repository has it: the "
+                "environment, not the kernel (compiled Triton may run it). Run on a GPU (--backend triton), or point "
+                "`test:` (`-k`, a node id) at tests whose kernels the interpreter runs")
     if backend != "interpret" or not (noted or any(w in output for w in _TORCH_NO_GPU)):
         return None
     frames = _PYTEST_FRAME.findall(output)  # relative paths: the repository's files, not site-packages

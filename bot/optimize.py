@@ -141,6 +141,7 @@ def _preflight(opts: OptimizeOptions) -> _Job:
     from .capture import captured_cases, run_capture
     from .config import CONFIG_PATH
     from .kernel_checks import (
+        check_arguments,
         check_entry,
         check_import,
         check_test_paths,
@@ -158,6 +159,7 @@ def _preflight(opts: OptimizeOptions) -> _Job:
     test = parse_test(kernel.test)
     check_test_paths(target.root, opts.kernel, test)
     check_entry(target.root, opts.kernel, kernel)
+    check_arguments(target.root, opts.kernel, kernel)
     backend = resolve_backend(opts.backend)
     if opts.apply:
         ensure_branch_free(target, branch_name(opts.kernel, backend))

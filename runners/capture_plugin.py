@@ -60,6 +60,19 @@ def _on_cpu(device):
     return device
 
 
+class _NoDevice:
+    """``torch.cpu.device(index)`` for the dry run: a device context that selects nothing (there is one CPU)."""
+
+    def __init__(self, device=None):
+        self.device = device
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        return False
+
+
 def _map_cuda_to_cpu() -> None:
     """Tests that hard-code ``device="cuda"`` run on the CPU interpreter: every torch call that places a tensor
     on CUDA places it on the CPU (a TorchFunctionMode kept for the whole run)."""
@@ -88,6 +101,11 @@ def _map_cuda_to_cpu() -> None:
     # and then `torch.set_default_device("cuda")`: the dry run is their GPU, and its default device the CPU
     torch.cuda.is_available = lambda: True
     torch.cuda.device_count = lambda: 1
+    if not hasattr(torch.cpu, "device"):
+        # engines that take the device module from Triton's driver (flash-linear-attention's fla/utils.py, vendored
+        # by SGLang: `getattr(torch, triton.runtime.driver.active.get_current_target().backend).device(i)`) get
+        # `torch.cpu` from the interpreter's stand-in driver, which has no device context: one that does nothing
+        torch.cpu.device = _NoDevice
     set_default_device = torch.set_default_device
     torch.set_default_device = lambda device: set_default_device(_on_cpu(device))
     # the device-index bookkeeping tests do before they place tensors (``torch.cuda.current_device()`` to

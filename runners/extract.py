@@ -97,11 +97,21 @@ class _Module:
                 self.top_imports.append(node)
             elif isinstance(node, (ast.If, ast.Try, ast.With)):  # guarded imports still run at import
                 self.import_time += [getattr(node, "test", None) or ast.Pass()]
+                # `if TYPE_CHECKING:` never runs (SGLang's moriep.py names a module its sdist lacks there)
+                skip = ("body",) if isinstance(node, ast.If) and _type_checking(node.test) else ()
                 for part in ("body", "orelse", "finalbody", "handlers"):
+                    if part in skip:
+                        continue
                     for child in getattr(node, part, []):
                         self._scan(child.body if isinstance(child, ast.ExceptHandler) else [child])
             else:
                 self.import_time.append(node)
+
+
+def _type_checking(test: ast.expr) -> bool:
+    """``TYPE_CHECKING`` or ``typing.TYPE_CHECKING``: true for type checkers only, never when the module runs."""
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
 class _Walker:
@@ -177,7 +187,7 @@ class _Walker:
         for dotted in names:
             top = (dotted or "").split(".")[0]
             if self.package and top == self.package:
-                out += self.follow_host(rel, node, dotted)
+                out += self.follow_host(rel, node, dotted, copied)
             elif top:
                 self.external.append(ExternalImport(dotted, rel, node.lineno))
         return out
@@ -198,12 +208,13 @@ class _Walker:
                 found = True
                 self.bindings[rel][alias.asname or alias.name] = (str(sub), None, copied)
                 out.append((str(sub), None, copied))
-        if not found and not (self.root / target / "__init__.py").is_file():
+        if not found and not (self.root / target / "__init__.py").is_file() and not (self.root / target).is_dir():
             raise ExtractionError(f"{rel} line {node.lineno}: cannot find the local module for "
                                   f"`from {'.' * node.level}{node.module or ''} import ...` under {self.root}")
         return out
 
-    def follow_host(self, rel: str, node: ast.Import | ast.ImportFrom, dotted: str) -> list[tuple[str, str | None, bool]]:
+    def follow_host(self, rel: str, node: ast.Import | ast.ImportFrom, dotted: str,
+                    copied: bool = True) -> list[tuple[str, str | None, bool]]:
         base = self.root / self.base if self.base != "." else self.root
         prefix = "" if self.base == "." else self.base + "/"
         parts = dotted.split(".")
@@ -224,19 +235,24 @@ class _Walker:
                         self.bindings[rel][alias.asname] = (file, None, False)
             return out
         package_dir = base.joinpath(*parts)
-        if not (package_dir / "__init__.py").is_file():
+        if not (package_dir / "__init__.py").is_file() and not package_dir.is_dir():
+            if not copied:  # deep in the checkout's package, perhaps guarded (`try: ... except ImportError`): left
+                return out  # to Python, and to the import check, which names the line if it really fails
             shown = f"from {dotted} import ..." if isinstance(node, ast.ImportFrom) else f"import {dotted}"
             raise ExtractionError(f"{rel} line {node.lineno}: `{shown}` names the host package `{self.package}`, "
                                   f"but there is no {file} nor {prefix}{'/'.join(parts)}/__init__.py in {self.root}")
         init = f"{prefix}{'/'.join(parts)}/__init__.py"
-        if init not in self.host:
+        if (self.root / init).is_file() and init not in self.host:  # none: an implicit namespace package
             self.host.append(init)
         if isinstance(node, ast.ImportFrom):
-            for alias in node.names:  # ``from pkg.ops import utils`` may name a module
+            for alias in node.names:  # ``from pkg.ops import utils`` may name a module, or a package
                 sub = f"{prefix}{'/'.join(parts)}/{alias.name}.py"
-                if (self.root / sub).is_file():
-                    self.bindings[rel][alias.asname or alias.name] = (sub, None, False)
-                    out.append((sub, None, False))
+                sub_init = f"{prefix}{'/'.join(parts)}/{alias.name}/__init__.py"
+                for module in (sub, sub_init):
+                    if (self.root / module).is_file():
+                        self.bindings[rel][alias.asname or alias.name] = (module, None, False)
+                        out.append((module, None, False))
+                        break
         return out
 
 

@@ -121,3 +121,103 @@ def test_the_error_that_stopped_collection_survives_a_long_warnings_summary():
     assert tail.splitlines()[0] == "E   ModuleNotFoundError: No module named 'einops'"
     assert tail.splitlines()[-1] == "1 error in 3.0s"
     assert output_tail("a\nb") == "a\nb"
+
+
+def test_a_parameter_without_a_default_missing_from_args_is_named_before_anything_runs(tmp_path):
+    """SGLang's ``triton_scaled_mm(input, weight, scale_a, scale_b, out_dtype, bias=None, ...)``: a config
+    without ``out_dtype`` failed at the baseline check with a TypeError, after ``--out`` was written."""
+    import pytest
+
+    from bot.config import parse_config
+    from bot.errors import UserError
+    from bot.kernel_checks import check_arguments
+
+    root = make_repo(tmp_path)
+    (root / "python/engine/srt/layers/quant/scaled.py").write_text(
+        KERNEL.replace("def scale(x, alpha=2.0):", "def scale(x, out_dtype, alpha=2.0, *, keep=None):"))
+
+    def kernel(args: str):
+        return parse_config("kernels:\n  scale:\n    path: python/engine/srt/layers/quant/scaled.py\n"
+                            "    entry: scale\n    test: test/srt/test_linear_layer.py\n"
+                            f"    args: {args}\n    shapes: [{{N: 8}}]\n").kernels["scale"]
+
+    check_arguments(root, "scale", kernel("{x: {shape: [N]}, out_dtype: {value: 1}}"))
+    with pytest.raises(UserError) as missing:
+        check_arguments(root, "scale", kernel("{x: {shape: [N]}, alpha: {value: 3.0}}"))
+    assert "`scale` (python/engine/srt/layers/quant/scaled.py line 15) takes `out_dtype` without a default" \
+        in str(missing.value)
+    assert "Add `out_dtype:` under `args:`" in missing.value.fix
+    with pytest.raises(UserError) as unknown:
+        check_arguments(root, "scale", kernel("{x: {shape: [N]}, out_dtype: {value: 1}, alpah: {value: 3.0}}"))
+    assert "has no parameter `alpah`" in str(unknown.value) and "did you mean `alpha`?" in unknown.value.fix
+
+
+FLA_UTILS = '''\
+import triton
+import torch
+
+# flash-linear-attention's device detection (SGLang vendors it as srt/layers/attention/fla/utils.py)
+device = triton.runtime.driver.active.get_current_target().backend
+device_torch_lib = getattr(torch, device)
+
+
+def custom_device_ctx(index):
+    return device_torch_lib.device(index)
+'''
+
+
+def test_a_device_context_taken_from_triton_s_driver_works_on_the_cpu_dry_run(tmp_path):
+    root = make_repo(tmp_path)
+    (root / "python/engine/srt/fla_utils.py").write_text(FLA_UTILS)
+    (root / "python/engine/srt/layers/linear.py").write_text(
+        "from engine.srt.fla_utils import custom_device_ctx\n" + LAYER.replace(
+            "    return scale(x, 2.0)", "    with custom_device_ctx(0):\n        return scale(x, 2.0)"))
+    commit_all(git.Repo(root), "fla-style device context")
+    target = open_target(root)
+    target.tests = TestSettings(import_roots=["python"])
+    capture = run_capture(target, "test/srt/test_linear_layer.py", "engine.srt.layers.quant.scaled", "scale",
+                          "interpret")
+    assert capture.run.passed, capture.run.output_tail
+    assert len(capture.calls) == 3
+
+
+def test_a_test_whose_unchanged_kernel_the_interpreter_cannot_run_is_the_environment():
+    from bot.kernel_checks import test_environment_fault
+
+    output = ("E               triton.runtime.errors.InterpreterError: ValueError('Did you forget to add "
+              "@triton.jit ? (`_semantic` argument must be provided outside of JIT functions.)')\n"
+              "FAILED test/srt/test_gdn.py::test_mtp[1-1] - triton.runtime.errors.InterpreterError\n"
+              "1 failed in 2.0s")
+    fault = test_environment_fault(output, "interpret")
+    assert fault.startswith("Triton's CPU interpreter cannot run a kernel that the test launches")
+    assert "Did you forget to add @triton.jit" in fault and "test/srt/test_gdn.py::test_mtp[1-1]" in fault
+    assert "the environment, not the kernel" in fault
+    assert test_environment_fault(output, "triton") is None
+    assert test_environment_fault("E   AssertionError: 3 != 4\nFAILED t.py::a", "interpret") is None
+
+
+def test_extraction_follows_namespace_packages_and_leaves_type_checking_imports_alone(tmp_path):
+    """SGLang's fp8_kernel.py: `from sglang.srt.layers import deep_gemm_wrapper` (a package inside a folder
+    with no __init__.py), whose imports reach a module that names, under `if TYPE_CHECKING:`, a module the
+    checkout lacks, and another behind `try: ... except ImportError`."""
+    import pytest
+
+    from runners.extract import ExtractionError
+
+    root = make_repo(tmp_path)
+    wrapper = root / "python/engine/srt/layers/gemm_wrapper"
+    wrapper.mkdir()
+    (wrapper / "__init__.py").write_text("from engine.srt.layers.gemm_wrapper import entrypoint  # noqa: F401\n")
+    (wrapper / "entrypoint.py").write_text(
+        "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from engine.srt.not_in_this_release import X\n"
+        "try:\n    from engine.srt.optional_backend import fast\nexcept ImportError:\n    fast = None\n\n\n"
+        "def enabled():\n    return fast is not None\n")
+    module = root / "python/engine/srt/layers/quant/scaled.py"
+    module.write_text("from engine.srt.layers import gemm_wrapper\n" + KERNEL)
+    plan = extraction_plan(root, "python/engine/srt/layers/quant/scaled.py", "scale")
+    assert plan.files == ["python/engine/srt/layers/quant/scaled.py"]
+    assert {"python/engine/srt/layers/gemm_wrapper/__init__.py", "python/engine/srt/layers/gemm_wrapper/entrypoint.py",
+            "python/engine/srt/utils.py"} <= set(plan.host_files)
+    module.write_text("from engine.srt.not_in_this_release import X\n" + KERNEL)  # the kernel's own import: named
+    with pytest.raises(ExtractionError, match=r"scaled.py line 1: `from engine.srt.not_in_this_release import"):
+        extraction_plan(root, "python/engine/srt/layers/quant/scaled.py", "scale")
