@@ -43,10 +43,19 @@ def make_tensor(spec: ArgSpec, shape: tuple[int, ...], dtype: torch.dtype, devic
         t = t * 10 ** (lo + (hi - lo) * u)
         if t.dim() >= 2 and t.shape[0] >= 2:
             rows = t.reshape(t.shape[0], -1)
-            rows[0] *= NEAR_ZERO
+            near, wide = structured_rows(t.shape[0], gen)
+            rows[near] *= NEAR_ZERO
             lo, hi = DYNAMIC_LOG10
-            rows[-1] *= 10 ** (lo + (hi - lo) * torch.rand(rows.shape[1], generator=gen, device=device))
+            rows[wide] *= 10 ** (lo + (hi - lo) * torch.rand(rows.shape[1], generator=gen, device=device))
     return t.to(dtype)
+
+
+def structured_rows(rows: int, gen: torch.Generator) -> tuple[int, int]:
+    """Which row is near zero and which of a large dynamic range, drawn: at fixed places (the first and the last) a
+    kernel ran its safe path there only and an unsafe one on every other row (tests/test_judge_attacks_round7.py)."""
+    near = int(torch.randint(rows, (1,), generator=gen, device=gen.device))
+    wide = (near + 1 + int(torch.randint(rows - 1, (1,), generator=gen, device=gen.device))) % rows
+    return near, wide
 
 
 def scalar_value(spec: ArgSpec, gen: torch.Generator, device: str, trial: int):
@@ -357,8 +366,9 @@ class SlotBank:
 
 
     def _structured_rows(self, name: str, gen: torch.Generator) -> None:
-        """The judge's window: every slot's first row near zero and its last of a large dynamic range, as the later
-        correctness trials' (``make_tensor``), so that a kernel cannot run an unsafe path only in the timed calls
+        """The judge's window: in every slot one row near zero and another of a large dynamic range (drawn per fill),
+        as the later correctness trials' (``make_tensor``), so that a kernel cannot run an unsafe path only in the
+        timed calls
         (a softmax without its max, right on plain normal values: tests/test_judge_attacks_round7.py). Two strided
         products over two rows a slot, not a pass over the block: at most 2/rows of the slot's bytes (and at decode
         sizes, one row a slot, none), so folding them into a kernel's loads gains nothing the clock credits."""
@@ -370,10 +380,11 @@ class SlotBank:
         for d in shape:
             numel *= d
         width = numel // shape[0]
+        near, wide = structured_rows(shape[0], gen)
         lo, hi = DYNAMIC_LOG10
         factors = 10 ** (lo + (hi - lo) * torch.rand(width, generator=gen, device=self.device))
-        block[:, :width].mul_(NEAR_ZERO)
-        block[:, numel - width:numel].mul_(factors.to(block.dtype))
+        block[:, near * width:(near + 1) * width].mul_(NEAR_ZERO)
+        block[:, wide * width:(wide + 1) * width].mul_(factors.to(block.dtype))
 
 
 def clone_inputs(kwargs: dict) -> dict:
