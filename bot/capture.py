@@ -255,6 +255,8 @@ def to_case(call: dict, kernel) -> tuple[Case | None, str]:
         if arg.shape is None:
             if arg.size is None and rec.get("kind") == "scalar" and rec["value"] != arg.value and arg.range is None:
                 values[name] = rec["value"]
+            elif rec.get("kind") == "dtype" and f"torch.{rec['value']}" != arg.value:  # out_dtype=torch.bfloat16
+                values[name] = f"torch.{rec['value']}"
             continue
         present = rec.get("kind") == "tensor"
         if arg.when:

@@ -65,6 +65,10 @@ def from_signature(index: RepoIndex, row: ScanRow) -> Proposal:
             prop.args[name] = {"size": ["H"]}  # FlagGems' normalized_shape: sizes, not a tensor
             prop.review.append(f"`{name}` is taken for a list of sizes (`size: [H]`) by its name")
             continue
+        if name == "dtype" or name.endswith("_dtype"):  # SGLang's triton_scaled_mm(..., out_dtype): a torch.dtype
+            prop.args[name] = {"value": "torch.float16"}
+            prop.review.append(f"`{name}` is taken for a torch.dtype (`value: torch.float16`) by its name")
+            continue
         prop.args[name] = {"shape": ["T", "H"]}
     prop.shapes = [{"T": 1, "H": 4096}, {"T": 4096, "H": 4096}]
     prop.smoke_shapes = [{"T": 3, "H": 256}]
@@ -174,6 +178,13 @@ def from_calls(row: ScanRow, calls: list[dict], limit: int = 4) -> Proposal | No
             prop.args[name] = spec
         elif name in tensors:
             prop.review.append(f"`{name}` changes rank between calls: write its shape by hand")
+        elif all(v.get("kind") == "dtype" for v in values):  # `out_dtype=torch.float16`: written `torch.float16`
+            kept = [v["value"] for v in values]
+            usual = max(dict.fromkeys(kept), key=kept.count)
+            prop.args[name] = {"value": f"torch.{usual}"}
+            if len(set(kept)) > 1:
+                prop.review.append(f"`{name}` took {len(set(kept))} dtypes in the tests ({', '.join(sorted(set(kept)))}"
+                                   f"): the configured shapes use torch.{usual}, captured cases replay the tests' own")
         elif all(v.get("kind") == "scalar" for v in values):
             seen = {repr(v["value"]) for v in values}
             first = values[0]["value"]

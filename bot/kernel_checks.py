@@ -100,6 +100,38 @@ def _entry_def(path: Path, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef 
                 None)
 
 
+TORCH_DTYPES = frozenset({"float16", "bfloat16", "float32", "float64", "half", "float", "double", "int8", "uint8",
+                          "int16", "int32", "int64", "bool", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz",
+                          "float8_e5m2fnuz", "complex64"})
+
+
+def workers_pass_dtypes() -> bool:
+    """Whether the judge's workers turn a config scalar ``torch.float16`` into the dtype (``runners/inputs.py``
+    ``config_scalar``); until they do, such a value would reach the entry as a string."""
+    from runners import inputs
+
+    return callable(getattr(inputs, "config_scalar", None))
+
+
+def check_dtype_values(root: Path, name: str, kernel: KernelConfig) -> None:
+    """A scalar that names a dtype (SGLang's ``triton_scaled_mm(..., out_dtype)``) is written ``torch.float16``;
+    a bare ``float16`` would reach the entry as a string."""
+    for arg_name, arg in kernel.args.items():
+        value = arg.value
+        if not isinstance(value, str) or value.removeprefix("torch.") not in TORCH_DTYPES:
+            continue
+        where = config_at(root, name, "args")
+        if not value.startswith("torch."):
+            raise UserError(f"`{arg_name}: {{value: {value}}}` under {where} is the string '{value}', not a dtype",
+                            f"Write `{arg_name}: {{value: torch.{value}}}` to pass the dtype torch.{value}.")
+        if not workers_pass_dtypes():
+            raise UserError(f"`{arg_name}: {{value: {value}}}` under {where} asks for a torch.dtype argument, and "
+                            "this kernelsmith's evaluation workers pass config scalars as they are (runners/inputs.py "
+                            "has no `config_scalar`): the entry would get the string",
+                            "Leave the argument out where the entry has a default for it; otherwise this kernel "
+                            "needs kernelsmith's dtype scalars (runners/inputs.py `config_scalar`).")
+
+
 def check_arguments(root: Path, name: str, kernel: KernelConfig) -> None:
     """``args:`` names parameters the entry has, and every parameter without a default: a call the judge makes
     would otherwise fail with a TypeError at the baseline check, after ``--out`` was written, as if the kernel
@@ -121,6 +153,7 @@ def check_arguments(root: Path, name: str, kernel: KernelConfig) -> None:
                         f"Rename or remove `{unknown[0]}` in `args:`"
                         f"{f' (did you mean `{close[0]}`?)' if close else ''}: kernelsmith passes every argument "
                         "by keyword.")
+    check_dtype_values(root, name, kernel)
     missing = [p for p in params if p not in defaults and p not in kernel.args]
     if missing:
         raise UserError(f"`{kernel.entry}` ({where}) takes `{missing[0]}` without a default, and "

@@ -221,3 +221,51 @@ def test_extraction_follows_namespace_packages_and_leaves_type_checking_imports_
     module.write_text("from engine.srt.not_in_this_release import X\n" + KERNEL)  # the kernel's own import: named
     with pytest.raises(ExtractionError, match=r"scaled.py line 1: `from engine.srt.not_in_this_release import"):
         extraction_plan(root, "python/engine/srt/layers/quant/scaled.py", "scale")
+
+
+def test_a_dtype_argument_is_proposed_captured_and_checked_as_torch_dtype(tmp_path):
+    """SGLang's ``triton_scaled_mm(input, weight, scale_a, scale_b, out_dtype, ...)``: the tests pass
+    ``out_dtype=torch.float16``; the config writes it ``torch.float16``."""
+    import pytest
+
+    from bot.capture import to_case
+    from bot.config import parse_config
+    from bot.errors import UserError
+    from bot.init_config import from_calls, from_signature
+    from bot.kernel_checks import check_dtype_values, workers_pass_dtypes
+    from bot.scan import RepoIndex, ScanRow
+
+    root = make_repo(tmp_path)
+    rel = "python/engine/srt/layers/quant/scaled.py"
+    (root / rel).write_text(KERNEL.replace("def scale(x, alpha=2.0):", "def scale(x, out_dtype, alpha=2.0):"))
+    row = ScanRow(kernel="_scale_kernel", file=rel, line=9, autotuned=False, entry=f"{rel}:scale",
+                  tests=["test/srt/test_a.py"])
+    guessed = from_signature(RepoIndex(root), row)
+    assert guessed.args["out_dtype"] == {"value": "torch.float16"}
+
+    def call(n, dtype):
+        return {"args": {"x": {"kind": "tensor", "shape": [n], "dtype": "float16", "stride": [1],
+                               "contiguous": True, "offset": 0, "device": "cpu"},
+                         "out_dtype": {"kind": "dtype", "value": dtype}}}
+
+    calls = [call(8, "float16"), call(16, "float16"), call(32, "bfloat16")]
+    proposed = from_calls(row, calls)
+    assert proposed.args["out_dtype"] == {"value": "torch.float16"}
+    assert any("`out_dtype` took 2 dtypes" in r for r in proposed.review)
+
+    def kernel(value):
+        return parse_config(f"kernels:\n  scale:\n    path: {rel}\n    entry: scale\n    test: test/srt/test_a.py\n"
+                            f"    args: {{x: {{shape: [N]}}, out_dtype: {{value: {value}}}}}\n"
+                            "    shapes: [{N: 8}]\n").kernels["scale"]
+
+    case, why = to_case(calls[2], kernel("torch.float16"))
+    assert why == "" and case.values == {"out_dtype": "torch.bfloat16"}
+    assert to_case(calls[0], kernel("torch.float16"))[0].values == {}
+    with pytest.raises(UserError, match=r"is the string 'float16', not a dtype") as bare:
+        check_dtype_values(root, "scale", kernel("float16"))
+    assert "Write `out_dtype: {value: torch.float16}`" in bare.value.fix
+    if workers_pass_dtypes():
+        check_dtype_values(root, "scale", kernel("torch.float16"))
+    else:  # until runners/inputs.py turns `torch.float16` into the dtype, say so before anything runs
+        with pytest.raises(UserError, match=r"asks for a torch.dtype argument"):
+            check_dtype_values(root, "scale", kernel("torch.float16"))
