@@ -269,6 +269,9 @@ def make_inputs(args: list[ArgSpec], case: Case, device: str, seed: int, trial: 
     return kwargs
 
 
+RANGE_VALUES = 4  # values a range scalar takes across a bank's slots
+
+
 class SlotBank:
     """``count`` input sets for one case, made inside a worker from a seed the judge sends, in one padded
     block per argument (so a refill is a few kernel launches, not ``count`` transfers). Each set gets its own
@@ -314,13 +317,21 @@ class SlotBank:
                     self.copies.append((t, source))
         self._replay(0)
         # a range scalar across its range, slot by slot (slot 0 at its low end, as trial 0): a kernel fast only at
-        # the low end was timed only there (tests/test_judge_attacks_round7.py); the same draws in both workers
+        # the low end was timed only there (tests/test_judge_attacks_round7.py). A few values (RANGE_VALUES: the
+        # ends and draws between), so that the warm-up before a capture meets every specialisation an integer one
+        # compiles (runners/timing.py); the same in both workers
         gen = torch.Generator().manual_seed(7919 + count)
         for spec in active_args(args, case):
             if not spec.is_tensor:
-                fixed = spec.name in getattr(case, "values", {})
+                if spec.name in getattr(case, "values", {}):
+                    values = [case.values[spec.name]]
+                elif spec.range:
+                    values = list(dict.fromkeys([spec.range[0], spec.range[1]] + [
+                        scalar_value(spec, gen, "cpu", 1) for _ in range(RANGE_VALUES - 2)]))
+                else:
+                    values = [spec.value]
                 for k in range(count):
-                    self.slots[k][spec.name] = case.values[spec.name] if fixed else scalar_value(spec, gen, "cpu", k)
+                    self.slots[k][spec.name] = values[k % len(values)]
 
     def _replay(self, offset: int) -> None:
         """The recorded values into every slot of their blocks (a gather and a copy per argument)."""
@@ -364,14 +375,11 @@ class SlotBank:
         for t, source in self.copies:
             t.copy_(source)
 
-
     def _structured_rows(self, name: str, gen: torch.Generator) -> None:
         """The judge's window: in every slot one row near zero and another of a large dynamic range (drawn per fill),
-        as the later correctness trials' (``make_tensor``), so that a kernel cannot run an unsafe path only in the
-        timed calls
-        (a softmax without its max, right on plain normal values: tests/test_judge_attacks_round7.py). Two strided
-        products over two rows a slot, not a pass over the block: at most 2/rows of the slot's bytes (and at decode
-        sizes, one row a slot, none), so folding them into a kernel's loads gains nothing the clock credits."""
+        as in the later trials (``make_tensor``): no unsafe path only in the timed calls (a softmax without its max:
+        tests/test_judge_attacks_round7.py). Two strided products over two rows a slot, at most 2/rows of its bytes
+        (none at one row), so folding them into a kernel's loads gains nothing the clock credits."""
         shape = case_shapes(self.args, self.case)[name]
         if len(shape) < 2 or shape[0] < 2:
             return

@@ -247,6 +247,18 @@ def matches(committed: float, recomputed: float) -> bool:
     return abs(committed - recomputed) <= 1e-4 * max(abs(committed), abs(recomputed)) + 1e-6
 
 
+def _warm_up_slots(slots: list[dict]) -> list[int]:
+    """The first two slots, and the first slot of every other set of scalar (non-tensor) argument values."""
+    picked, seen = list(range(min(2, len(slots)))), set()
+    for k, kwargs in enumerate(slots):
+        values = repr(sorted((n, v) for n, v in kwargs.items() if not isinstance(v, torch.Tensor)))
+        if values not in seen:
+            seen.add(values)
+            if k not in picked:
+                picked.append(k)
+    return picked
+
+
 class SlotTimer:
     """Times ``fn`` over ``slots`` (keyword-argument dicts already on the device)."""
 
@@ -263,10 +275,13 @@ class SlotTimer:
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
         # Warm-up on a side stream, as capture requires: the first calls compile, autotune and allocate; every
-        # slot has the same shapes, so two calls do what a call per slot did (8192 of them cost ~0.3 s).
+        # slot has the same shapes, so two calls do what a call per slot did (8192 of them cost ~0.3 s), and one
+        # more for each other set of scalar values (a range scalar takes a few values across its range,
+        # runners/inputs.py SlotBank: an integer one may compile another specialisation or autotune again, which
+        # must not happen inside the capture)
         with torch.cuda.stream(stream):
-            for k, kwargs in enumerate(self.slots[:2]):
-                self.outputs[k] = self.fn(**kwargs)
+            for k in _warm_up_slots(self.slots):
+                self.outputs[k] = self.fn(**self.slots[k])
         torch.cuda.current_stream().wait_stream(stream)
         torch.cuda.synchronize()
         graph = torch.cuda.CUDAGraph()

@@ -48,8 +48,23 @@ def test_the_windows_slots_are_as_hard_as_the_later_trials_and_scalars_span_thei
         places.add(near)
     assert len(places) > 1
     assert [s["eps"] for s in a.slots] == [s["eps"] for s in b.slots] and a.slots[0]["eps"] == 1e-6
-    assert len({s["eps"] for s in a.slots}) > 8 and all(1e-6 <= s["eps"] <= 1e-2 for s in a.slots)
-    assert len({s["n"] for s in a.slots}) > 1
+    eps = {s["eps"] for s in a.slots}
+    assert len(eps) == 4 and {1e-6, 1e-2} <= eps and all(1e-6 <= e <= 1e-2 for e in eps)  # the ends and two draws
+    assert {s["n"] for s in a.slots} >= {1, 4}
+
+
+def test_the_capture_is_warmed_up_on_every_set_of_scalar_values():
+    """An integer scalar may compile another Triton specialisation (1, multiples of 16) or autotune again at a new
+    value: the warm-up before the capture calls one slot of each set of scalar values, not only the first two."""
+    from runners.timing import _warm_up_slots
+
+    bank = SlotBank(ARGS, CASE, "cpu", 16)
+    picked = _warm_up_slots(bank.slots)
+    assert picked[:2] == [0, 1]
+    combos = {(s["eps"], s["n"]) for s in bank.slots}
+    assert {(bank.slots[k]["eps"], bank.slots[k]["n"]) for k in picked} == combos
+    plain = [{"x": torch.ones(2), "eps": 1e-6} for _ in range(8)]
+    assert _warm_up_slots(plain) == [0, 1]
 
 
 def test_slot_banks_are_aligned_distinct_and_reproducible():
