@@ -316,6 +316,25 @@ def environment_fault(error: str, backend: str, files: list[str], root: Path | N
     return None
 
 
+_OWN_RUNNERS = (Path(__file__).resolve().parent.parent / "runners").as_posix() + "/"
+
+
+def kernelsmith_fault(error: str) -> str | None:
+    """When a baseline failure was raised in kernelsmith's own evaluator (``runners/``), after the entry returned
+    (an output whose dtype the workers cannot carry: SGLang's fp8 quantizers return ``torch.float8_e4m3fn``):
+    that, instead of "fix the kernel". None when the error was raised elsewhere."""
+    frames = [(path, int(line), (code or "").strip()) for path, line, _, code in _FRAME.findall(error)]
+    if not frames or not Path(frames[-1][0]).resolve().as_posix().startswith(_OWN_RUNNERS):
+        return None
+    path, line, code = frames[-1]
+    last = next((x.strip() for x in reversed(error.strip().splitlines()) if x.strip()), "")
+    dtype = re.search(r"KeyError: (torch\.\w+)", last)
+    what = (f"kernelsmith's workers cannot carry a {dtype.group(1)} tensor (an input or an output of the entry) "
+            f"between their processes yet" if dtype and Path(path).name == "wire.py" else
+            f"kernelsmith's evaluator failed after the entry ran ({last})")
+    return (f"{what} (runners/{Path(path).name} line {line}: `{code}`): a limit of kernelsmith, not of the kernel")
+
+
 _PYTEST_FRAME = re.compile(r"^([^\s/][^\s:]*\.py):(\d+): in \S+\n\s+(.+)$", re.M)
 
 

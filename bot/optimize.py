@@ -206,8 +206,13 @@ def _check_baseline(job: _Job, evaluator: Evaluator, progress: Progress) -> tupl
             raise UserError(f"the workers cannot import {job.kernel.path}: {error}",
                             "Install what it imports in the workers' Python, or name the target's environment "
                             "with `python:` in .github/kernelsmith.yml.")
-        from .kernel_checks import environment_fault
+        from .kernel_checks import environment_fault, kernelsmith_fault
 
+        own = kernelsmith_fault(error)
+        if own:
+            raise UserError(f"the kernel `{job.spec.kernel}` ({job.kernel.path}) could not be checked: {own}",
+                            "Nothing is wrong with the kernel as far as kernelsmith knows; this kernel needs a "
+                            "kernelsmith that supports it.")
         fault = environment_fault(error, job.backend, job.spec.files or [job.kernel.path], job.target.root)
         if fault:  # the interpreter or the missing GPU, not the kernel: say so instead of "fix the kernel"
             raise UserError(f"the kernel `{job.spec.kernel}` ({job.kernel.path}) could not be checked here: {fault}",

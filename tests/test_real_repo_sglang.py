@@ -269,3 +269,25 @@ def test_a_dtype_argument_is_proposed_captured_and_checked_as_torch_dtype(tmp_pa
     else:  # until runners/inputs.py turns `torch.float16` into the dtype, say so before anything runs
         with pytest.raises(UserError, match=r"asks for a torch.dtype argument"):
             check_dtype_values(root, "scale", kernel("torch.float16"))
+
+
+def test_a_baseline_failure_inside_kernelsmith_s_own_evaluator_is_not_the_kernel_s():
+    """SGLang's static_quant_fp8 returns a torch.float8_e4m3fn tensor; the workers' wire had no name for it, and
+    the KeyError was reported as "Fix the kernel"."""
+    from pathlib import Path
+
+    import runners.wire
+    from bot.kernel_checks import kernelsmith_fault
+
+    wire = Path(runners.wire.__file__).resolve()
+    error = ("Traceback (most recent call last):\n"
+             '  File "/checkout/python/engine/srt/layers/quant/scaled.py", line 30, in scale\n'
+             "    _scale_kernel[grid](x, y, n, alpha, BLOCK=block)\n"
+             f'  File "{wire}", line 129, in write_tensor\n'
+             '    meta = {"kind": "tensor", "dtype": DTYPE_NAMES[t.dtype]}\n'
+             "KeyError: torch.float8_e4m3fn")
+    fault = kernelsmith_fault(error)
+    assert fault.startswith("kernelsmith's workers cannot carry a torch.float8_e4m3fn tensor")
+    assert "(runners/wire.py line 129:" in fault and "a limit of kernelsmith, not of the kernel" in fault
+    inside_the_kernel = error.replace(f'  File "{wire}", line 129, in write_tensor\n', "")
+    assert kernelsmith_fault(inside_the_kernel) is None
