@@ -565,9 +565,8 @@ DECODE = "round7_unsafe_decode_path.py"
 
 @pytest.fixture(scope="module")
 def row_runs(softmax_bundle, tmp_path_factory) -> dict:
-    """Sections 9 and 10, one judge: the softmax at a decode case (one row of 200) and at six rows of 200, under the
-    full protocol with three trials (the bot's verification runs trials + 2). For the decode cheat 12 of 12 secrets
-    (81-92) gave the same verdict; for the first-and-last-rows cheat 12 of 12 (84-95)."""
+    """Sections 9-11, one judge: the softmax at a decode case (one row of 200) and at six rows of 200, under the
+    full protocol with three trials (the bot's verification runs trials + 2)."""
     import shutil
 
     import yaml
@@ -582,7 +581,8 @@ def row_runs(softmax_bundle, tmp_path_factory) -> dict:
     (bundle / "task.yaml").write_text(yaml.safe_dump(task, sort_keys=False))
     with Evaluator(bundle, "interpret", timeout=120, trials=3, spare=False) as ev:
         return {"decode": ev.evaluate(_source(DECODE), seed=81, time_it=False, static_policy=False),
-                "positions": ev.evaluate(_source(POSITIONS), seed=84, time_it=False, static_policy=False)}
+                "positions": ev.evaluate(_source(POSITIONS), seed=84, time_it=False, static_policy=False),
+                "masks": ev.evaluate(_source(MASKS), seed=85, time_it=False, static_policy=False)}
 
 
 def test_the_decode_path_is_wrong_on_a_row_of_large_range(softmax_bundle, tmp_path):
@@ -627,9 +627,9 @@ POSITIONS = "round7_safe_only_on_the_first_and_last_rows.py"
 
 
 def test_safe_only_on_the_first_and_last_rows_is_wrong_on_a_middle_row(softmax_bundle, tmp_path):
-    """Control, outside the judge: a wide row (as a later trial's last row) put in the middle of six rows is NaN
-    from the cheat, a distribution from the baseline; at the last row, where the judge puts it, the cheat is right;
-    and the judge's own trials put it there (runners/inputs.py make_inputs, trials 1-4 at one seed)."""
+    """Control, outside the judge: a wide row (as a later trial's) put in the middle of six rows is NaN from the
+    cheat, a distribution from the baseline; at the last row, where the judge put it until b262994, the cheat is
+    right. The judge's trials now draw its row: one wide row a trial, not always the last (trials 1-8)."""
     from test_judge_attacks_round4 import _import
 
     from runners.inputs import make_inputs
@@ -648,21 +648,61 @@ def test_safe_only_on_the_first_and_last_rows_is_wrong_on_a_middle_row(softmax_b
     assert torch.allclose(cheat.softmax(last).float(), base.softmax(last).float(), atol=1e-3)
     assert torch.isfinite(base.softmax(middle).float()).all()
     assert not torch.isfinite(cheat.softmax(middle).float()).all()
-    for trial in range(1, 5):
-        t = make_inputs(spec.args, spec.cases[0], "cpu", seed=11, trial=trial)["x"].float()
-        assert int(t.abs().amax(-1).argmax()) == t.shape[0] - 1 and int(t.abs().mean(-1).argmin()) == 0
+    rows = {int(make_inputs(spec.args, spec.cases[0], "cpu", seed=11 + t, trial=t)["x"].float().abs().amax(-1).argmax())
+            for t in range(1, 9)}
+    assert len(rows) >= 2
+
+
+# Found this round; partly closed as it ran (b262994): make_tensor put a later trial's near-zero row at row 0 and its
+# wide row at the last row, always, and the window's SlotBank._structured_rows the same; this softmax, safe on the
+# first and last rows only, was accepted at 12 of 12 secrets (84-95). The two rows are drawn per trial and fill now.
+@pytest.mark.xfail(strict=True, reason=(
+    "runners/inputs.py make_tensor (b262994) draws the rows of a later trial's near-zero row and wide row, but there "
+    "is ONE wide row a trial (and one a slot in the window, the same row in every slot of a fill): the cheat is "
+    "caught only when that row lands off the first and last AND its values pass ~88, and it still passes at 9 of 16 "
+    "secrets (84-99) under the full protocol (three trials, the layout and masked trials), this run's seed among "
+    "them. Fix: more hard rows a trial (a random quarter to half of the rows wide, each with its own factors, so "
+    "that every row position is hard in some trial), and in the window a row drawn per slot"))
+def test_safe_only_on_the_first_and_last_rows_is_refused(row_runs):
+    ev = row_runs["positions"]
+    assert ev.stage in ("done", "correctness"), _summary(ev)  # the cheat ran
+    assert not ev.ok and ev.stage == "correctness", _summary(ev)
+
+
+# ---- 11. the masked trial's rows are fixed -----------------------------------------------------------------------
+
+MASKS = "round7_inf_guard_only_where_the_judge_masks.py"
+
+
+def test_the_guard_only_on_the_masked_trials_rows_is_wrong_on_row_four(softmax_bundle, tmp_path):
+    """Control, outside the judge: a masked prefix of 150 of 200 at row 0 (where runners/inputs.py masked_rows puts
+    it) is right from the cheat; at row 4 it is NaN, where the baseline gives a distribution over the other 50."""
+    from test_judge_attacks_round4 import _import
+
+    from runners.inputs import masked_rows
+    from runners.task import read_task
+
+    spec = read_task(softmax_bundle)
+    base = _import(softmax_bundle, spec.module, None, tmp_path)
+    cheat = _import(softmax_bundle, spec.module, _source(MASKS), tmp_path)
+    x = torch.randn(6, 200, generator=torch.Generator().manual_seed(10)).half()
+    judged, _ = masked_rows({"x": x}, torch.Generator().manual_seed(3))
+    assert torch.isinf(judged["x"][0, :150]).all() and torch.isfinite(judged["x"][4:]).all()
+    assert torch.allclose(cheat.softmax(judged["x"]).float(), base.softmax(judged["x"]).float(), atol=1e-3)
+    x[4, :150] = float("-inf")
+    want = base.softmax(x).float()
+    assert torch.isfinite(want).all() and abs(float(want[4].sum()) - 1) < 1e-2
+    assert torch.isnan(cheat.softmax(x).float()[4]).all()
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "runners/inputs.py make_tensor puts a later trial's near-zero row at row 0 and its wide row at the last row, "
-    "always (rows[0], rows[-1]); SlotBank._structured_rows the same in the window; masked_rows its patterns at rows "
-    "0-3. The middle rows are plain normal values at one scale. A kernel safe only at those positions (here a "
-    "softmax that subtracts the max on the first and last rows only) is accepted, ok at 12 of 12 secrets tried "
-    "(84-95) under the full protocol, wrong on any wide or masked row elsewhere in a batch. Fix: draw the hard rows' "
-    "positions per trial from the trial's generator (a random permutation of the rows, or k random rows of each "
-    "kind), the masked patterns' rows likewise, and per slot in the window (a random row index per slot, gathered, "
-    "or rows chosen per fill)"))
-def test_safe_only_on_the_first_and_last_rows_is_refused(row_runs):
-    ev = row_runs["positions"]
+    "runners/inputs.py masked_rows puts its patterns at fixed rows: a masked prefix at row 0, a suffix at row 1, a "
+    "middle run at row 2, random holes at row 3 (one row: the prefix or the suffix at row 0). A one-pass softmax "
+    "needs its -inf guard only on a masked prefix, always row 0: this one keeps the guard on rows 0-3 only and is "
+    "accepted, ok at 8 of 8 secrets (85-92) under the full protocol (both cases, one row and six), NaN on a "
+    "masked prefix at any other row of a batch. Fix: masked_rows draws the rows of its patterns per trial from the "
+    "generator it is given (a permutation of the rows), and more than one row of each pattern where there are rows"))
+def test_the_guard_only_on_the_masked_trials_rows_is_refused(row_runs):
+    ev = row_runs["masks"]
     assert ev.stage in ("done", "correctness"), _summary(ev)  # the cheat ran
     assert not ev.ok and ev.stage == "correctness", _summary(ev)
