@@ -45,8 +45,13 @@ def make_tensor(spec: ArgSpec, shape: tuple[int, ...], dtype: torch.dtype, devic
             rows = t.reshape(t.shape[0], -1)
             near, wide = structured_rows(t.shape[0], gen)
             rows[near] *= NEAR_ZERO
+            # about half the other rows wide (each its own factors), one at least: every row position is hard in
+            # some trial (one wide row a trial left a kernel safe on the first and last rows only passing often)
+            chosen = torch.rand(rows.shape[0], generator=gen, device=device) < 0.5
+            chosen[near], chosen[wide] = False, True
             lo, hi = DYNAMIC_LOG10
-            rows[wide] *= 10 ** (lo + (hi - lo) * torch.rand(rows.shape[1], generator=gen, device=device))
+            factors = 10 ** (lo + (hi - lo) * torch.rand(rows.shape, generator=gen, device=device))
+            rows[chosen] *= factors[chosen]
     return t.to(dtype)
 
 
@@ -133,13 +138,10 @@ def padding_like(t: torch.Tensor, size: int, gen: torch.Generator, spread: bool 
     return values.clamp(-big, big).to(t.dtype)
 
 
-# A row-padded layout: the same values, every tensor of two or more dimensions the first columns of wider rows (what
-# a caller hands over when it passes a slice of a wider buffer, ``qkv[:, :H]``). Each argument's pad is drawn per
-# trial, log-uniform in 16-byte steps from 16 bytes up to PAD_ROWS rows (a fused qkv's q has a pad of two rows), so
-# that no kernel can enumerate the judge's widths (a fixed 64, 128... bytes was told apart:
-# tests/test_judge_attacks_round6.py); a view starts at a multiple of 16 bytes into its row (``qkv[:, H:2H]``), as
-# aligned as the dense layout's up to the 16 bytes Triton specializes pointers on. Tensors over PAD_BIG_BYTES get
-# at most one row of pad (the trial's storage and its file stay within twice the tensor).
+# A row-padded layout: the same values, every tensor of two or more dimensions the first columns of wider rows (a
+# caller's slice of a wider buffer, ``qkv[:, :H]``). Each argument's pad is drawn per trial (``_pad_elems``: whole
+# rows or 16-byte steps up to PAD_ROWS rows; fixed widths were told apart: tests/test_judge_attacks_round6.py); a
+# view starts 16-byte aligned into its row (``qkv[:, H:2H]``). Over PAD_BIG_BYTES, at most one row of pad.
 PAD_ROWS, PAD_BIG_BYTES = 4, 64 << 20
 VIEW_ALIGN_BYTES = 16
 WHOLE_ROW_SHARE = 0.5  # of the pads drawn: a whole number of rows (``_pad_elems``); the rest 16-byte steps
@@ -199,11 +201,11 @@ def row_padded(kwargs: dict, keep=(), every_level: bool = False,
 
 def masked_rows(kwargs: dict, gen: torch.Generator, keep=()) -> tuple[dict, list[str]]:
     """``kwargs`` with -inf where callers put it to mask scores, in every floating tensor of two or more
-    dimensions with rows of at least 4: row 0 a masked prefix (left padding, a sliding window's past), row 1 a
-    masked suffix (a causal mask's future, right padding), each three quarters of the row (longer than any block a
-    kernel walks it in, from either end), row 2 a masked run in the middle, row 3 -inf at about half its places.
-    A tensor of one row gets the prefix or the suffix, drawn from ``gen``. Returns the new arguments and the names
-    of those changed."""
+    dimensions with rows of at least 4, at rows drawn from ``gen`` (a guard kept only on fixed rows passed: round
+    7), two of each pattern where there are rows: a masked prefix (left padding, a sliding window's past), a masked
+    suffix (a causal mask's future, right padding), each three quarters of the row (longer than any block a kernel
+    walks it in, from either end), a masked run in the middle, -inf at about half its places. A tensor of one row
+    gets the prefix or the suffix, drawn. Returns the new arguments and the names of those changed."""
     out, changed = dict(kwargs), []
     for name, t in kwargs.items():
         if (not isinstance(t, torch.Tensor) or not t.dtype.is_floating_point or t.dim() < 2 or t.shape[-1] < 4
@@ -213,14 +215,15 @@ def masked_rows(kwargs: dict, gen: torch.Generator, keep=()) -> tuple[dict, list
         n = rows.shape[1]
         span = (3 * n + 3) // 4
         first = int(torch.randint(2, (1,), generator=gen, device=gen.device)) if rows.shape[0] == 1 else 0
-        patterns = [slice(0, span), slice(n - span, n), slice(n // 8, n // 8 + n // 2)][first:]
-        for r, cols in enumerate(patterns[: rows.shape[0]]):
+        patterns = [slice(0, span), slice(n - span, n), slice(n // 8, n // 8 + n // 2), None][first:]
+        order = torch.randperm(rows.shape[0], generator=gen, device=gen.device).tolist()
+        for j, r in enumerate(order[: 2 * len(patterns)]):
+            cols = patterns[j % len(patterns)]
+            if cols is None:  # holes
+                cols = torch.rand(n, generator=gen, device=gen.device) < 0.5
+                cols[int(torch.randint(n, (1,), generator=gen, device=gen.device))] = False  # one stays finite
+                cols = cols.to(rows.device)
             rows[r, cols] = float("-inf")
-        if rows.shape[0] > len(patterns):
-            r = len(patterns)
-            holes = torch.rand(n, generator=gen, device=gen.device) < 0.5
-            holes[int(torch.randint(n, (1,), generator=gen, device=gen.device))] = False  # one place stays finite
-            rows[r, holes.to(rows.device)] = float("-inf")
         out[name] = strided(rows.reshape(t.shape), list(t.stride()))
         changed.append(name)
     return out, changed
@@ -388,11 +391,12 @@ class SlotBank:
         for d in shape:
             numel *= d
         width = numel // shape[0]
-        near, wide = structured_rows(shape[0], gen)
         lo, hi = DYNAMIC_LOG10
-        factors = 10 ** (lo + (hi - lo) * torch.rand(width, generator=gen, device=self.device))
-        block[:, near * width:(near + 1) * width].mul_(NEAR_ZERO)
-        block[:, wide * width:(wide + 1) * width].mul_(factors.to(block.dtype))
+        for parity in (0, 1):  # even and odd slots, each their own rows
+            near, wide = structured_rows(shape[0], gen)
+            factors = 10 ** (lo + (hi - lo) * torch.rand(width, generator=gen, device=self.device))
+            block[parity::2, near * width:(near + 1) * width].mul_(NEAR_ZERO)
+            block[parity::2, wide * width:(wide + 1) * width].mul_(factors.to(block.dtype))
 
 
 def clone_inputs(kwargs: dict) -> dict:
