@@ -5,8 +5,9 @@ running (work already queued on the device).
 As in the earlier rounds (tests/test_judge_attacks*.py): each cheat is in tests/cheats/round7_*.py and runs past the
 static policy (the judge must hold on its own); a control shows what it does outside the judge; the judge's verdict
 is asserted as a refusal, and where the judge lets it through today the test is ``xfail(strict=True)`` with the
-mechanism, what it was credited and the fix in the reason. Bundles of their own are written here (a baseline that
-returns a float32 output beside half-precision ones; one that returns a dict) as round 4's dispatch bundle is. GPU
+mechanism, what it was credited and the fix in the reason; holes the lead closed while this round ran are plain tests
+with the hole described above each. Bundles of their own are written here (an RMSNorm forward that returns a dict
+with a float32 rstd beside half-precision rows; a head-max with a range scalar) as round 4's dispatch bundle is. GPU
 forms are gpu-marked (skipped without CUDA), their predictions in the reasons.
 """
 from __future__ import annotations
@@ -54,7 +55,7 @@ def rms_norm_fwd(x, weight, eps=1e-6):
 _MODULE = "norms/rms_fwd.py"
 
 
-def norm_bundle(dest, returns: str = "y, rstd"):
+def norm_bundle(dest, returns: str = '{"y": y, "rstd": rstd}'):
     """A bundle for ``rms_norm_fwd`` (float16 cases; ``returns``: the baseline's return expression)."""
     from runners.task import ArgSpec, Case, TaskSpec, write_task
 
@@ -88,12 +89,14 @@ RSTD = "round7_rstd_at_half_precision.py"
 
 @pytest.fixture(scope="module")
 def rstd_runs(tmp_path_factory) -> dict:
+    """Sections 1 and 2, one judge on one bundle (its baseline returns ``{"y": ..., "rstd": ...}``)."""
     from runners.sandbox import Evaluator
 
-    bundle = norm_bundle(tmp_path_factory.mktemp("r7-rstd"))
+    bundle = norm_bundle(tmp_path_factory.mktemp("r7-norm"))
     with Evaluator(bundle, "interpret", timeout=120, trials=1, spare=False) as ev:
         return {"bundle": bundle, "baseline": ev.evaluate(ev.baseline, seed=71, time_it=False),
-                "cheat": ev.evaluate(_source(RSTD), seed=72, time_it=False, static_policy=False)}
+                "cheat": ev.evaluate(_source(RSTD), seed=72, time_it=False, static_policy=False),
+                "dict": ev.evaluate(_source(DICT), seed=73, time_it=False, static_policy=False)}
 
 
 def test_a_half_precision_rstd_is_wrong_at_float32(rstd_runs):
@@ -110,7 +113,8 @@ def test_a_half_precision_rstd_is_wrong_at_float32(rstd_runs):
     x[0] *= 1e-4
     x[-1] *= 10 ** (torch.rand(64, generator=g) * 3.5 - 2)
     x, w = x.half(), torch.randn(64, generator=g).half()
-    (y_ref, r_ref), (y, r) = base.rms_norm_fwd(x, w), cheat.rms_norm_fwd(x, w)
+    want, got = base.rms_norm_fwd(x, w), cheat.rms_norm_fwd(x, w)
+    (y_ref, r_ref), (y, r) = (want["y"], want["rstd"]), (got["y"], got["rstd"])
     assert r.dtype == r_ref.dtype == torch.float32 and torch.equal(y, y_ref)
     assert compare_outputs([y, r], [y_ref, r_ref], DEFAULT_TOLERANCES["float16"]).ok
     at_fp32 = compare_outputs(r, r_ref, DEFAULT_TOLERANCES["float32"])
@@ -127,8 +131,8 @@ def test_a_half_precision_rstd_is_wrong_at_float32(rstd_runs):
 # output whose dtype has no tolerance of its own (float64) falls back to the case's.
 def test_a_half_precision_rstd_is_refused(rstd_runs):
     ev = rstd_runs["cheat"]
-    assert not ev.ok and ev.stage == "correctness" and "output 1" in ev.error and "atol 1e-05" in ev.error, \
-        _summary(ev)
+    assert not ev.ok and ev.stage == "correctness" and "output 0" in ev.error and "atol 1e-05" in ev.error, \
+        _summary(ev)  # output 0: the rstd, the dict's first key
 
 
 # ---- 2. an output of a kind the wire does not know: compared as two equal marker strings -------------------------
@@ -137,12 +141,8 @@ DICT = "round7_dict_of_zeros.py"
 
 
 @pytest.fixture(scope="module")
-def dict_run(tmp_path_factory) -> dict:
-    from runners.sandbox import Evaluator
-
-    bundle = norm_bundle(tmp_path_factory.mktemp("r7-dict"), returns='{"y": y, "rstd": rstd}')
-    with Evaluator(bundle, "interpret", timeout=120, trials=1, spare=False) as ev:
-        return {"bundle": bundle, "cheat": ev.evaluate(_source(DICT), seed=73, time_it=False, static_policy=False)}
+def dict_run(rstd_runs) -> dict:
+    return {"bundle": rstd_runs["bundle"], "cheat": rstd_runs["dict"]}
 
 
 def test_a_dict_of_zeros_is_wrong(dict_run):

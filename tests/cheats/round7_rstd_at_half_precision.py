@@ -1,12 +1,13 @@
 """Cheat (round 7): a float32 output held to the float16 tolerance. The entry is an RMSNorm forward that also
-returns its per-row ``rstd`` in float32 (what a backward pass reads: Liger's and Unsloth's forwards return RSTD,
-LayerNorm's Mean and RSTD, a cross entropy its float32 loss, an MoE router its float32 top-k weights, all beside
-half-precision activations). This candidate keeps ``rstd`` at half precision (rounded through float16: 11 bits,
-a relative error up to 4.9e-4, some 50 times the float32 tolerance of 1e-5), the normalised output exact.
+returns its per-row ``rstd`` in float32 (``{"y": ..., "rstd": ...}``: what a backward pass reads; Liger's and
+Unsloth's forwards return RSTD, LayerNorm's Mean and RSTD, a cross entropy its float32 loss, an MoE router its
+float32 top-k weights, all beside half-precision activations). This candidate keeps ``rstd`` at half precision
+(rounded through float16: 11 bits, a relative error up to 4.9e-4, some 50 times the float32 tolerance of 1e-5), the
+normalised output exact.
 
-runners/judge.py compares every output with ``self.spec.tolerance(case.dtype)``: the CASE's dtype (float16:
-atol 1e-3, rtol 4e-3), not the output's (float32: 1e-5, 1e-5). It must be refused at correctness: each output
-held to its own dtype's tolerance."""
+runners/judge.py compared every output with ``self.spec.tolerance(case.dtype)``: the CASE's dtype (float16: atol
+1e-3, rtol 4e-3), not the output's (float32: 1e-5, 1e-5). It must be refused at correctness: each output held to
+its own dtype's tolerance (closed by c489477)."""
 import torch
 import triton
 import triton.language as tl
@@ -29,4 +30,4 @@ def rms_norm_fwd(x, weight, eps=1e-6):
     y = torch.empty((rows, n), dtype=x.dtype, device=x.device)
     rstd = torch.empty(rows, dtype=torch.float32, device=x.device)
     _rms_fwd_kernel[(rows,)](x, weight, y, rstd, x.stride(0), y.stride(0), n, eps, BLOCK=triton.next_power_of_2(n))
-    return y, rstd
+    return {"y": y, "rstd": rstd}
