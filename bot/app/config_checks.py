@@ -7,27 +7,35 @@ from bot.errors import UserError
 
 from . import rendering
 from .context import AppContext
+from .ignored import Ignored
+from .installations import installation_for
+from .payloads import PushEvent, parse
 from .permissions import is_bot
 from .publish import BRANCH_PREFIX
+
+LISTED_COMMITS = 20  # GitHub lists at most this many commits of a push
 
 
 def handle_push(ctx: AppContext, payload: dict) -> str:
     from bot.config import CONFIG_PATH, parse_config
 
-    repo = payload["repository"]
-    ref, after = payload.get("ref", ""), payload.get("after", "")
-    default = repo.get("default_branch") or repo.get("master_branch") or "main"
-    inst = (payload.get("installation") or {}).get("id")
+    ev = parse(PushEvent, payload, "push")
+    ref, after, name = ev.ref, ev.after, ev.repository.full_name
     if ref.startswith(f"refs/heads/{BRANCH_PREFIX}"):
-        who = (payload.get("sender") or {}).get("login")
-        return f"push to {ref} by {'the bot' if is_bot(payload.get('sender') or {}) else who}"
-    if ref != f"refs/heads/{default}" or payload.get("deleted"):
-        return f"push to {ref}: not the default branch"
-    ctx.store.upsert_repository(repo["full_name"], inst)
-    touched = any(CONFIG_PATH in (c.get("added", []) + c.get("modified", [])) for c in payload.get("commits", []))
-    if not touched:
-        return "push: the config did not change"
-    gh = ctx.github.repo(repo["full_name"], inst)
+        sender = ev.sender
+        who = "the bot" if sender and is_bot(sender) else sender.login if sender else "someone"
+        raise Ignored(f"push to {ref} by {who}: publishing will not force-push over a tip it did not push")
+    if ref != f"refs/heads/{ev.default_branch}":
+        raise Ignored(f"push to {ref}: not the default branch")
+    if ev.deleted:
+        raise Ignored(f"push to {ref}: the branch was deleted")
+    if ev.installation_id:  # a repository of the App's: scheduled scans visit it
+        ctx.store.upsert_repository(name, ev.installation_id)
+    commits = ev.commits + ([ev.head_commit] if ev.head_commit else [])
+    if len(ev.commits) < LISTED_COMMITS and not any(c.touches(CONFIG_PATH) for c in commits):
+        raise Ignored("push: the config did not change")
+    inst = installation_for(ctx, name, ev.installation_id)
+    gh = ctx.github.repo(name, inst)
     text = gh.file_text(CONFIG_PATH, after)
     if text is None:
         return "push: the config was removed"

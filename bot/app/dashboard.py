@@ -24,7 +24,12 @@ def best_curve(out: Path | None) -> list[dict]:
     except OSError:
         return []
     for line in lines:
-        row = json.loads(line)
+        try:
+            row = json.loads(line)
+        except ValueError:  # a line cut short (the run was killed while writing it)
+            continue
+        if not isinstance(row, dict):
+            continue
         if row.get("id") == 0 or row.get("operator") == "baseline":
             continue
         fitness = row.get("fitness")
@@ -52,7 +57,7 @@ def router(ctx: AppContext) -> APIRouter:
 
     @r.get("/jobs/{job_id}", response_class=HTMLResponse)
     async def job_page(job_id: int):
-        job = await run_in_threadpool(ctx.store.get, job_id)
+        job = await run_in_threadpool(ctx.store.get, job_id) if 0 < job_id < 2**63 else None
         if job is None:
             raise HTTPException(404, f"no job {job_id}")
         out = Path(job.out_dir) if job.out_dir else None

@@ -1,7 +1,9 @@
 """The durable inbox: stored deliveries are handled one at a time, in the order received.
 
-A delivery that meets a GitHub rate limit or outage stays pending and is tried again later; a final refusal
-(403, 404, 422) or a bug becomes the delivery's recorded outcome. Nothing is dropped silently.
+Each ends in a recorded state with its reason: `done` (the App acted), `ignored` (nothing to do, or a payload
+that lacks what the App needs: `ignored.Ignored`), `failed` (GitHub refused for good: 403, 404, 422; or a bug).
+A delivery that meets a GitHub rate limit or outage stays pending and is tried again later. Nothing is dropped
+silently.
 """
 from __future__ import annotations
 
@@ -12,21 +14,17 @@ import threading
 from .comment_commands import handle_comment
 from .config_checks import handle_push
 from .context import AppContext
+from .ignored import Ignored
+from .installations import handle_installation
 from .outcomes import classify
+from .pull_requests import handle_pull_request
 
 log = logging.getLogger("kernelsmith.events")
 MAX_ATTEMPTS = 6
 
 
-def handle_installation(ctx: AppContext, payload: dict) -> str:
-    inst = (payload.get("installation") or {}).get("id")
-    active = payload.get("action") not in ("deleted", "removed", "suspend")
-    repos = payload.get("repositories") or payload.get("repositories_added") or []
-    for repo in repos:
-        ctx.store.upsert_repository(repo["full_name"], inst, active)
-    for repo in payload.get("repositories_removed") or []:
-        ctx.store.upsert_repository(repo["full_name"], inst, False)
-    return f"installation {inst} {payload.get('action')}: {len(repos)} repositories"
+def handle_ping(ctx: AppContext, payload: dict) -> str:
+    return f"pong (zen: {str(payload.get('zen') or '')[:200]})"
 
 
 HANDLERS = {
@@ -34,8 +32,8 @@ HANDLERS = {
     "push": handle_push,
     "installation": handle_installation,
     "installation_repositories": handle_installation,
-    "ping": lambda ctx, p: f"pong (zen: {p.get('zen', '')})",
-    "pull_request": lambda ctx, p: f"pull_request {p.get('action')}: nothing to do",
+    "ping": handle_ping,
+    "pull_request": handle_pull_request,
 }
 
 
@@ -78,8 +76,13 @@ class EventProcessor:
             store.finish_delivery(delivery.id, "ignored", f"event {delivery.event} is not handled")
             return
         try:
-            outcome = handler(self.ctx, json.loads(delivery.payload))
+            payload = json.loads(delivery.payload)
+            if not isinstance(payload, dict):
+                raise Ignored(f"malformed {delivery.event} payload: a JSON object was expected")
+            outcome = handler(self.ctx, payload)
             store.finish_delivery(delivery.id, "done", outcome or "done")
+        except Ignored as exc:
+            store.finish_delivery(delivery.id, "ignored", str(exc))
         except Exception as exc:
             refusal = classify(exc, delivery.attempts + 1)
             if refusal is None:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from bot.github.client import RepoClient
 
+from .payloads import Account
+
 WRITE = {"admin", "maintain", "write"}
 
 
-def is_bot(sender: dict) -> bool:
-    return sender.get("type") == "Bot" or str(sender.get("login", "")).endswith("[bot]")
+def is_bot(account: Account) -> bool:
+    return account.type == "Bot" or account.login.lower().endswith("[bot]")
 
 
 def permission(repo: RepoClient, login: str) -> str:

@@ -1,11 +1,11 @@
-"""`POST /webhook`: signature, size and duplicate checks on the raw body; the delivery is stored, then answered.
+"""`POST /webhook`: size and signature checks on the raw body, then its headers and JSON (`webhook_request`); the
+delivery is stored, then answered: 202 (queued, or ignored: an event the App does not handle), 200 for a
+delivery id seen before; 400, 401 or 413 for a request that is refused, and then nothing is stored.
 
 Nothing here talks to GitHub: the stored delivery is handled by `events.EventProcessor`, so the answer goes
 out within milliseconds and a restart loses nothing that was acknowledged.
 """
 from __future__ import annotations
-
-import json
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
@@ -14,7 +14,7 @@ from starlette.concurrency import run_in_threadpool
 from . import signature
 from .context import AppContext
 from .events import HANDLERS
-
+from .webhook_request import Refused, check_headers, read
 
 
 class TooLarge(Exception):
@@ -46,16 +46,15 @@ def router(ctx: AppContext) -> APIRouter:
         if not signature.valid(ctx.settings.webhook_secret, body, request.headers.get("x-hub-signature-256")):
             return JSONResponse({"error": "bad or missing X-Hub-Signature-256"}, status_code=401)
         event, delivery = request.headers.get("x-github-event"), request.headers.get("x-github-delivery")
-        if not event or not delivery:
-            return JSONResponse({"error": "X-GitHub-Event and X-GitHub-Delivery are required"}, status_code=400)
         try:
-            payload = json.loads(body)
-            action = payload.get("action") if isinstance(payload, dict) else None
-        except ValueError:
-            return JSONResponse({"error": "the body is not JSON"}, status_code=400)
+            check_headers(event, delivery)
+            # parsing up to max_body of JSON takes milliseconds: off the event loop
+            req = await run_in_threadpool(read, body, request.headers.get("content-type", ""), event, delivery)
+        except Refused as exc:
+            return JSONResponse({"error": str(exc)}, status_code=exc.status)
         handled = event in HANDLERS
         stored = await run_in_threadpool(
-            ctx.store.add_delivery, delivery, event, action, body.decode("utf-8", "replace"),
+            ctx.store.add_delivery, req.delivery, req.event, req.action, req.payload,
             "pending" if handled else "ignored", None if handled else f"event {event} is not handled")
         if not stored:
             return JSONResponse({"status": "duplicate", "delivery": delivery}, status_code=200)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from github import Auth, GithubIntegration
@@ -64,6 +65,17 @@ class AppAuthority:
         with self._lock:
             self._installations[repo] = inst
         return inst
+
+    def forget(self, installation_id: int | None = None, repos: Iterable[str] = ()) -> None:
+        """Drop what is cached for an installation the App lost (its token, its repositories) and for
+        repositories removed from an installation, so that a later installation is looked up afresh."""
+        with self._lock:
+            if installation_id is not None:
+                self._tokens.pop(installation_id, None)
+                for repo in [r for r, i in self._installations.items() if i == installation_id]:
+                    del self._installations[repo]
+            for repo in repos:
+                self._installations.pop(repo, None)
 
     def token(self, installation_id: int, now: dt.datetime | None = None) -> str:
         now = now or dt.datetime.now(dt.timezone.utc)

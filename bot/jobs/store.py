@@ -226,6 +226,23 @@ class JobStore:
             s.merge(repo)
             s.commit()
 
+    def repository(self, full_name: str) -> Repository | None:
+        with self.session() as s:
+            return s.get(Repository, full_name)
+
+    def set_installation_active(self, installation_id: int, active: bool) -> list[str]:
+        """Every stored repository of the installation made active or inactive; their names."""
+        with self._lock, self.session() as s:
+            repos = list(s.scalars(select(Repository).where(Repository.installation_id == installation_id)))
+            for repo in repos:
+                repo.active = active
+            s.commit()
+            return [r.full_name for r in repos]
+
+    def jobs_with_pull(self, repo: str, number: int) -> list[Job]:
+        with self.session() as s:
+            return list(s.scalars(select(Job).where(Job.repo == repo, Job.pr_number == number).order_by(Job.id)))
+
     def repositories(self) -> list[Repository]:
         with self.session() as s:
             return list(s.scalars(select(Repository).where(Repository.active.is_(True))))

@@ -48,7 +48,7 @@ def test_signature_size_replay_and_unknown_events(serve, stub):
     store = svc.db()
     try:
         d = wait_for(lambda: (x := store.delivery(silent.json()["delivery"])) and x.state != "pending" and x)
-        assert d.state == "done" and d.outcome == "no command in the comment"
+        assert d.state == "ignored" and d.outcome == "no command in the comment"
     finally:
         store.close()
     assert not stub.calls("POST", r"/comments$")
@@ -72,7 +72,8 @@ def test_signature_size_replay_and_unknown_events(serve, stub):
     try:
         wait_for(lambda: store.pending_deliveries() == 0, what="the burst to be handled")
         states = [store.delivery(d).state for d, _, _ in acks]
-        assert states.count("done") == 45 and states.count("ignored") == 15  # check_run is not handled
+        # check_run is not handled; a pull request kernelsmith did not open needs nothing
+        assert states.count("done") == 30 and states.count("ignored") == 30
         assert "Codertocat/Space" in [r.full_name for r in store.repositories()]  # installation_repositories
     finally:
         store.close()
