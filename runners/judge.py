@@ -27,7 +27,8 @@ from pathlib import Path
 import torch
 
 from .compare import compare_outputs, flatten, output_scale
-from .inputs import make_inputs, masked_rows, row_padded
+from .inputs import make_inputs
+from .layouts import masked_rows, row_padded
 from .judge_clock import MAX_PLAUSIBLE_SPEEDUP, Corroboration, TimingSteps, borrowed_name, corroborate, implausible
 from .protocol import Protocol, Refusal, commitment_of, meta_nbytes, moved_bytes, nbytes_of, trial_seed
 from .results import CaseResult, Evaluation
@@ -209,7 +210,7 @@ class Judge(TimingSteps):
         inputs = make_inputs(self.spec.args, case, self.device, trial_seed(secret, trial, index), trial)
         keep = set(getattr(case, "strides", {}) or {})
         gen = torch.Generator(device=self.device).manual_seed(trial_seed(secret, -1 - trial, index))  # the padding's
-        # both kinds of padding at every case (runners/inputs.py padding_like): a kernel that takes the strides only
+        # both kinds of padding at every case (runners/layouts.py padding_like): a kernel that takes the strides only
         # on one kind is wrong on the other (tests/test_judge_attacks_round6.py)
         layouts = [row_padded(inputs, keep, gen=gen, spread=False), row_padded(inputs, keep, gen=gen, spread=True),
                    row_padded(inputs, keep, every_level=True, gen=gen, spread=bool(index % 2))]

@@ -112,7 +112,7 @@ def test_one_row_stride_for_every_input_is_wrong_on_a_strided_input_beside_a_den
 
 
 # (Was a hole, found this round: the layout trial padded every input by the same amount, so a second input
-# addressed with the first one's stride passed. runners/inputs.py row_padded now pads each by its own amount.)
+# addressed with the first one's stride passed. runners/layouts.py row_padded now pads each by its own amount.)
 @pytest.mark.parametrize("protocol", _FIXED)
 def test_one_row_stride_for_every_input_is_refused(one_stride, protocol):
     ev = one_stride[protocol]
@@ -235,7 +235,7 @@ def test_an_unguarded_softmax_walking_from_the_end_is_wrong_on_a_masked_suffix(s
 
 
 # (Was a hole, found this round: the masked trial masked a prefix only, and a softmax walking the row from its end
-# passed it. runners/inputs.py masked_rows now masks a prefix, a suffix and a middle run.)
+# passed it. runners/layouts.py masked_rows now masks a prefix, a suffix and a middle run.)
 @pytest.mark.parametrize("protocol", _FIXED)
 def test_an_unguarded_softmax_walking_from_the_end_is_refused(softmax_runs, protocol):
     ev = softmax_runs["tail_first"][protocol]

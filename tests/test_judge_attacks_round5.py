@@ -7,7 +7,7 @@ import pytest
 import torch
 from test_judge_attacks_round4 import _gpu_summary, _import, _needs_gpu, _source, gpu_rms_evaluator  # noqa: F401
 
-from runners.inputs import row_padded
+from runners.layouts import row_padded
 from runners.task import read_task
 
 PADDING = "round5_strides_only_on_nan_padding.py"

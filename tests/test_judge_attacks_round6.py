@@ -1,6 +1,6 @@
 """Round 6: attacks on what the fifth session changed in the judge: the binding commitments of the judge's window
 (runners/timing.py ``digest``/``CommitPlan``, runners/judge_clock.py ``_window_hashes``), the layout trial's finite
-padding carried with the storage (runners/inputs.py ``padding_like``/``row_padded``, runners/wire.py ``storage``),
+padding carried with the storage (runners/layouts.py ``padding_like``/``row_padded``, runners/wire.py ``storage``),
 the lead-credit rule and the preload's device warm-up.
 
 Each attack has a cheat in tests/cheats/round6_*.py, a control showing what it does outside the judge (wrong on a
@@ -30,7 +30,8 @@ from test_judge_attacks_round4 import (  # noqa: F401
     gpu_rms_evaluator,
 )
 
-from runners.inputs import SlotBank, row_padded
+from runners.inputs import SlotBank
+from runners.layouts import row_padded
 from runners.task import read_task
 from runners.timing import _constant, commitments, digest
 
@@ -64,7 +65,7 @@ def _qkv_slice(seed: int, rows: int = 6, width: int = 96) -> tuple[torch.Tensor,
 
 def test_a_kernel_that_takes_strides_only_at_the_judges_pad_widths_is_wrong_on_a_real_slice(rms_bundle, tmp_path):
     """Control: the cheat was right on every layout the trial drew while its pads were 64 * (argument index + 1)
-    bytes; the pads are drawn per trial since (runners/inputs.py ``_pad_elems``), and it is wrong on most of them,
+    bytes; the pads are drawn per trial since (runners/layouts.py ``_pad_elems``), and it is wrong on most of them,
     as on q of a fused qkv (a pad of 2H) where the baseline is right."""
     module = read_task(rms_bundle).module
     base = _import(rms_bundle, module, None, tmp_path)
@@ -90,7 +91,7 @@ def test_a_kernel_that_takes_strides_only_at_the_judges_pad_widths_is_refused(rm
 def test_the_judges_padding_reaches_past_the_views_range_as_a_callers_does(rms_bundle, tmp_path):
     """Control: the trial's padding was a convex combination of two of the view's values (inside [min, max] of the
     view, always), and the cheat that takes the strides only when it is inside was right on the trial; it is drawn
-    past the view's extremes since (runners/inputs.py ``padding_like``, w in [-1, 2)), as the neighbours of q in a
+    past the view's extremes since (runners/layouts.py ``padding_like``, w in [-1, 2)), as the neighbours of q in a
     fused qkv are, where the cheat is wrong."""
     module = read_task(rms_bundle).module
     base = _import(rms_bundle, module, None, tmp_path)

@@ -15,7 +15,8 @@ import torch
 
 from bot.config import load_config, task_spec
 from runners.extract import build_bundle
-from runners.inputs import make_inputs, row_padded, strided
+from runners.inputs import make_inputs
+from runners.layouts import row_padded, strided
 from runners.sandbox import Evaluator
 from runners.task import ArgSpec, Case
 from runners.wire import read_tensor, write_tensor

@@ -1,6 +1,6 @@
 """Cheat (round 4, on the layout trial): RMSNorm that takes strides, but one row stride for every input: the
 residual is addressed with hidden_states' row stride (one `stride_row` argument for both, a common shortcut in a
-rewrite). The judge's layout trial (runners/inputs.py row_padded) pads every 2-D input by the same 64 bytes, so
+rewrite). The judge's layout trial (runners/layouts.py row_padded) pads every 2-D input by the same 64 bytes, so
 hidden_states and residual always share their row stride there, and the cheat is right on every input the judge
 draws; a caller that passes a slice of a wider buffer with a dense residual (`qkv[:, :H]`, `residual`) gets the
 residual read from the wrong rows."""

@@ -1,6 +1,6 @@
 """Cheat (round 4, on the masked-rows trial): the one-pass ("online") softmax without the -inf guard again, but
 walking the row from its end: the ragged tail block first (as a kernel does that peels the partial block off the
-main loop), then the full blocks back to the start. The judge's masked trial (runners/inputs.py masked_rows)
+main loop), then the full blocks back to the start. The judge's masked trial (runners/layouts.py masked_rows)
 masks a PREFIX (the first three quarters of a row) and random places of another row: walking from the end, the
 first block seen holds finite scores and the running maximum never meets a block that is still all -inf, so the
 cheat is right there. A SUFFIX mask (a causal mask's future positions, right padding) makes the first block seen

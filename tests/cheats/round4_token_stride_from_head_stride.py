@@ -1,6 +1,6 @@
 """Cheat (round 4, on the layout trial): rotary embedding that takes each input's head stride and derives its
 token stride as heads x head stride (one stride argument fewer per tensor, a common shortcut). The judge's layout
-trial (runners/inputs.py row_padded) pads only the innermost rows of a 3-D tensor, so its token stride is always
+trial (runners/layouts.py row_padded) pads only the innermost rows of a 3-D tensor, so its token stride is always
 heads x its (padded) head stride, and the cheat is right there. The layout callers actually pass, q and k split
 from one fused qkv projection (`qkv[:, :HQ*D].view(T, HQ, D)`: token stride (HQ + 2*HK) * D, head stride D), makes
 it read other tokens' heads."""

@@ -1,6 +1,6 @@
 """Right only on the judge's padding: an RMSNorm that addresses its rows densely (row * N, ignoring the row
 stride) unless the element just past the first row is NaN, which is what the judge's layout trial puts in the
-padding of a row-padded input (runners/inputs.py row_padded). A real caller's slice of a wider buffer
+padding of a row-padded input (runners/layouts.py row_padded). A real caller's slice of a wider buffer
 (``qkv[:, :H]``) has finite neighbours there, and gets rows read from the wrong places. Found by the review of
 the NaN padding (stop 13): a marker no real buffer has is a way to tell the trial from a caller."""
 import torch

@@ -1,6 +1,6 @@
 """Right only on the judge's layouts: an RMSNorm that addresses its rows densely (row * N, ignoring the row stride)
 unless the row stride is the view's width plus 64, 128, 192 or 256 bytes, the only pads the layout trial uses
-(runners/inputs.py row_padded: ``(argument index + 1) * ROW_PAD_BYTES``). The padding's values carry no marker since
+(runners/layouts.py row_padded: ``(argument index + 1) * ROW_PAD_BYTES``). The padding's values carry no marker since
 round 5 (finite draws like the tensor's own, carried with the storage), but the layout itself does: a real caller's
 slice of a wider buffer (``qkv[:, :H]``, row stride 3H; ``x[:, :n]`` of any activation wider by more than 256
 bytes) gets rows read from the wrong places."""

@@ -1,7 +1,7 @@
 """Right only on the judge's padding: an RMSNorm that addresses its rows densely (row * N, ignoring the row stride)
 unless every value of the input's storage outside the view lies between the view's own smallest and largest value.
 That is always so in the layout trial: each padding value is ``a + w (b - a)`` for two of the view's own values and
-w in (0, 0.5] (runners/inputs.py padding_like), a convex combination, so never outside their range. A real caller's
+w in (0, 0.5] (runners/layouts.py padding_like), a convex combination, so never outside their range. A real caller's
 neighbouring data (the k and v of a fused qkv beside q, the other columns of a wide activation) are values of their
 own and reach past q's extremes in most calls; those callers get rows read from the wrong places. The check runs
 only on an input that is not dense (the judge's timed slots are dense), so it costs nothing where time is taken."""

@@ -2,7 +2,7 @@
 stride is a whole number of rows wider than the row (``qkv[:, :H]`` of a fused qkv: row stride 3H), where it reads
 the rows densely (row * N). The layout trial drew its pads log-uniform in 16-byte steps up to four rows, and a width
 that is a multiple of the row came up about once in 70 draws: the kernel passed the trial at most seeds and was
-wrong on the first fused qkv it met. Half the trial's pads are whole rows since (runners/inputs.py
+wrong on the first fused qkv it met. Half the trial's pads are whole rows since (runners/layouts.py
 ``WHOLE_ROW_SHARE``)."""
 import torch
 import triton
