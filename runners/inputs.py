@@ -51,6 +51,11 @@ def make_tensor(spec: ArgSpec, shape: tuple[int, ...], dtype: torch.dtype, devic
             lo, hi = DYNAMIC_LOG10
             factors = 10 ** (lo + (hi - lo) * torch.rand(rows.shape, generator=gen, device=device))
             rows[chosen] *= factors[chosen]
+        elif t.numel() >= 2:  # one row (decode) or 1-D: half of it, at a drawn place, of a large dynamic range
+            flat, width = t.reshape(-1), max(1, t.numel() // 2)
+            start = int(torch.randint(t.numel() - width + 1, (1,), generator=gen, device=device))
+            lo, hi = DYNAMIC_LOG10
+            flat[start:start + width] *= 10 ** (lo + (hi - lo) * torch.rand(width, generator=gen, device=device))
     return t.to(dtype)
 
 
@@ -230,14 +235,21 @@ class SlotBank:
         tests/test_judge_attacks_round7.py). Two strided products over two rows a slot, at most 2/rows of its bytes
         (none at one row), so folding them into a kernel's loads gains nothing the clock credits."""
         shape = case_shapes(self.args, self.case)[name]
-        if len(shape) < 2 or shape[0] < 2:
-            return
         block = self.blocks[name]
         numel = 1
         for d in shape:
             numel *= d
-        width = numel // shape[0]
         lo, hi = DYNAMIC_LOG10
+        if len(shape) < 2 or shape[0] < 2:  # one row (decode) or 1-D: a wide segment, an eighth of the slot at most
+            if numel < 2:
+                return
+            width = min(numel, max(64, numel // 8))
+            for parity in (0, 1):
+                start = int(torch.randint(numel - width + 1, (1,), generator=gen, device=gen.device))
+                factors = 10 ** (lo + (hi - lo) * torch.rand(width, generator=gen, device=self.device))
+                block[parity::2, start:start + width].mul_(factors.to(block.dtype))
+            return
+        width = numel // shape[0]
         for parity in (0, 1):  # even and odd slots, each their own rows
             near, wide = structured_rows(shape[0], gen)
             factors = 10 ** (lo + (hi - lo) * torch.rand(width, generator=gen, device=self.device))

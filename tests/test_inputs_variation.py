@@ -78,3 +78,20 @@ def test_slot_banks_are_aligned_distinct_and_reproducible():
     before = a.slots[2]["x"].clone()
     a.fill(8)
     assert not torch.equal(before, a.slots[2]["x"])  # refilled in place, same pointers
+
+
+def test_one_row_and_flat_inputs_get_a_wide_segment_too():
+    """At decode sizes (one row) and for 1-D inputs there is no row to spare: a later trial scales half of it, at a
+    drawn place, across 3.5 orders of magnitude, and the window an eighth of each slot (at least 64 elements); an
+    unsafe one-row path (a softmax without its max) was accepted on plain values (round 7)."""
+    one = Case({"T": 1, "H": 512}, "float32")
+    spans = []
+    for seed in range(3, 9):
+        x = make_inputs(ARGS, one, "cpu", seed=seed, trial=1)["x"].abs().reshape(-1)
+        spans.append(float(x.max() / x.median()))
+    assert min(spans) > 10
+    bank = SlotBank(ARGS, one, "cpu", 8, per_slot_scales=False)
+    bank.fill(5)
+    for slot in bank.slots:
+        x = slot["x"].abs().reshape(-1)
+        assert float(x.max() / x.median()) > 10
