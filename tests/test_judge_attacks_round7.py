@@ -307,16 +307,16 @@ def test_the_timed_path_is_wrong_on_the_judges_own_trial_values(softmax_bundle, 
 # right (credited 1.3-1.4x by the stand-in's host clock). The window's fill now gives every slot the trials' near-zero
 # first row and wide last row (SlotBank._structured_rows).
 @pytest.mark.xfail(strict=True, reason=(
-    "runners/inputs.py SlotBank._structured_rows (working tree) multiplies every slot's last row by ONE vector of "
-    "per-column factors per fill, on a block with ONE scale per round: in a round every slot's wide row reaches the "
-    "same magnitudes, so all slots overflow the one-pass softmax together or none does, and the window is three "
-    "coin flips, not 16 shown slots' worth: the cheat's window values stay under 88 (it passes) at 78 of 200 secrets "
-    "at M=4, N=64 and 66 of 200 at M=6, N=200 (counted with _window_peaks), and at 190 of 200 at M=1 (no structured "
-    "row there: section 9). This run is at the first such secret: ok. The same holds for any path unsafe only at "
-    "some magnitudes (fp16 accumulation past a scale of ~4): one scale per block and round (round 6's fill) makes "
-    "the window three draws of it. Fix: draw the wide row's factors per slot (a (count, width) tensor, one rand over "
-    "one row a slot, not a pass over the block), and that row's scale per slot too, so that the 16 shown slots are "
-    "16 independent draws"))
+    "runners/inputs.py SlotBank.fill (the judge's window) draws ONE scale per block and round, and the hard rows "
+    "(7006d3e: even and odd slots each their own near-zero row, wide row and factors) multiply that scale: whether "
+    "a slot's wide row reaches a magnitude where an unsafe path breaks is decided by the round's one scale, so the "
+    "window is about three draws of it, not 16 shown slots' worth. The cheat's window values stay under 88 (its "
+    "one-pass softmax does not overflow, it passes) at 76 of 200 secrets at M=4, N=64 (78 before 7006d3e), 64 of 200 "
+    "at M=6, N=200 and 76 of 200 at M=1 (counted with _window_peaks on the working tree); this run is at the first "
+    "such secret: ok. The same holds for any path unsafe only at some magnitudes (fp16 accumulation past a scale of "
+    "~4). Fix: a scale per slot for its hard rows (drawn across SCALE_LOG10 from the fill's generator, one small "
+    "(count, 1) tensor, applied with the factors in the same strided mul_), so that the 16 shown slots are 16 "
+    "independent draws of magnitude"))
 def test_a_timed_path_right_only_on_the_windows_values_is_refused(easy_run):
     ev = easy_run
     assert ev["stage"] not in ("compile", "crashed", "baseline", "kernel"), json.dumps(ev)  # the cheat ran
@@ -606,15 +606,13 @@ def test_the_decode_path_is_wrong_on_a_row_of_large_range(softmax_bundle, tmp_pa
     assert torch.allclose(cheat.softmax(two).float(), base.softmax(two).float(), atol=1e-3)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "runners/inputs.py make_tensor gives a later trial's tensor its near-zero row and its wide row (3.5 orders of "
-    "magnitude, per column) only when t.dim() >= 2 and t.shape[0] >= 2, and SlotBank._structured_rows (the window) "
-    "likewise: a one-row input (the decode case, T = 1) and a 1-D one get plain normal values at one scale per trial, "
-    "whose largest value passes ~88 only when the scale is drawn above ~28 (about 1 trial in 80). A kernel with an "
-    "unsafe one-row path (here a softmax without its max) is accepted, ok at 12 of 12 secrets tried (81-92) under "
-    "the full protocol (three trials, the layout and masked trials), wrong on every decode row of large range. Fix: "
-    "make_tensor gives a tensor of one row (and a 1-D one) a wide segment in later trials (its last half times the "
-    "per-column factors 10**U(-2, 1.5)), and SlotBank._structured_rows the same for one-row slots"))
+# Was a hole (found this round, closed as it ran, in the working tree): runners/inputs.py make_tensor gave a later
+# trial's tensor its near-zero row and its wide row only when t.dim() >= 2 and t.shape[0] >= 2, and the window's
+# SlotBank._structured_rows likewise: a one-row input (the decode case, T = 1) and a 1-D one got plain normal values at
+# one scale per trial. This softmax without its max on one row was accepted at 12 of 12 secrets (81-92) under the full
+# protocol. A one-row tensor now gets a wide segment (half of it) in later trials, a one-row slot one in the window.
+# Residual: refused at 10 of 12 of those secrets now (83 and 84 pass: the segment's values stay under ~88 in every
+# trial when the trials' scales are drawn low; the same one-scale coin flip as section 4).
 def test_an_unsafe_decode_path_is_refused(row_runs):
     ev = row_runs["decode"]
     assert ev.stage in ("done", "correctness"), _summary(ev)  # the cheat ran
@@ -653,16 +651,11 @@ def test_safe_only_on_the_first_and_last_rows_is_wrong_on_a_middle_row(softmax_b
     assert len(rows) >= 2
 
 
-# Found this round; partly closed as it ran (b262994): make_tensor put a later trial's near-zero row at row 0 and its
-# wide row at the last row, always, and the window's SlotBank._structured_rows the same; this softmax, safe on the
-# first and last rows only, was accepted at 12 of 12 secrets (84-95). The two rows are drawn per trial and fill now.
-@pytest.mark.xfail(strict=True, reason=(
-    "runners/inputs.py make_tensor (b262994) draws the rows of a later trial's near-zero row and wide row, but there "
-    "is ONE wide row a trial (and one a slot in the window, the same row in every slot of a fill): the cheat is "
-    "caught only when that row lands off the first and last AND its values pass ~88, and it still passes at 9 of 16 "
-    "secrets (84-99) under the full protocol (three trials, the layout and masked trials), this run's seed among "
-    "them. Fix: more hard rows a trial (a random quarter to half of the rows wide, each with its own factors, so "
-    "that every row position is hard in some trial), and in the window a row drawn per slot"))
+# Was a hole (found this round, closed as it ran: b262994, then 7006d3e): make_tensor put a later trial's near-zero
+# row at row 0 and its wide row at the last row, always, and the window's SlotBank._structured_rows the same; this
+# softmax, safe on the first and last rows only, was accepted at 12 of 12 secrets (84-95). With the rows drawn but one
+# wide row a trial (b262994) it still passed at 9 of 16 (84-99); about half of a later trial's rows are wide now,
+# each with its own factors (7006d3e).
 def test_safe_only_on_the_first_and_last_rows_is_refused(row_runs):
     ev = row_runs["positions"]
     assert ev.stage in ("done", "correctness"), _summary(ev)  # the cheat ran
@@ -675,33 +668,29 @@ MASKS = "round7_inf_guard_only_where_the_judge_masks.py"
 
 
 def test_the_guard_only_on_the_masked_trials_rows_is_wrong_on_row_four(softmax_bundle, tmp_path):
-    """Control, outside the judge: a masked prefix of 150 of 200 at row 0 (where runners/inputs.py masked_rows puts
-    it) is right from the cheat; at row 4 it is NaN, where the baseline gives a distribution over the other 50."""
+    """Control, outside the judge: a masked prefix of 150 of 200 at row 0 (where the masked trial put it until
+    7006d3e) is right from the cheat; at row 4 it is NaN, where the baseline gives a distribution over the other 50."""
     from test_judge_attacks_round4 import _import
 
-    from runners.inputs import masked_rows
     from runners.task import read_task
 
     spec = read_task(softmax_bundle)
     base = _import(softmax_bundle, spec.module, None, tmp_path)
     cheat = _import(softmax_bundle, spec.module, _source(MASKS), tmp_path)
     x = torch.randn(6, 200, generator=torch.Generator().manual_seed(10)).half()
-    judged, _ = masked_rows({"x": x}, torch.Generator().manual_seed(3))
-    assert torch.isinf(judged["x"][0, :150]).all() and torch.isfinite(judged["x"][4:]).all()
-    assert torch.allclose(cheat.softmax(judged["x"]).float(), base.softmax(judged["x"]).float(), atol=1e-3)
+    x[0, :150] = float("-inf")
+    assert torch.allclose(cheat.softmax(x).float(), base.softmax(x).float(), atol=1e-3)
     x[4, :150] = float("-inf")
     want = base.softmax(x).float()
     assert torch.isfinite(want).all() and abs(float(want[4].sum()) - 1) < 1e-2
     assert torch.isnan(cheat.softmax(x).float()[4]).all()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "runners/inputs.py masked_rows puts its patterns at fixed rows: a masked prefix at row 0, a suffix at row 1, a "
-    "middle run at row 2, random holes at row 3 (one row: the prefix or the suffix at row 0). A one-pass softmax "
-    "needs its -inf guard only on a masked prefix, always row 0: this one keeps the guard on rows 0-3 only and is "
-    "accepted, ok at 8 of 8 secrets (85-92) under the full protocol (both cases, one row and six), NaN on a "
-    "masked prefix at any other row of a batch. Fix: masked_rows draws the rows of its patterns per trial from the "
-    "generator it is given (a permutation of the rows), and more than one row of each pattern where there are rows"))
+# Was a hole (found this round, closed as it ran, 7006d3e): runners/inputs.py masked_rows put its patterns at fixed
+# rows (a masked prefix at row 0, a suffix at row 1, a middle run at row 2, random holes at row 3). A one-pass
+# softmax needs its -inf guard only on a masked prefix, always row 0: this one, guarded on rows 0-3 only, was
+# accepted at 8 of 8 secrets (85-92) under the full protocol, NaN on a masked prefix at any other row of a batch. The
+# patterns sit at rows drawn per trial now, two of each.
 def test_the_guard_only_on_the_masked_trials_rows_is_refused(row_runs):
     ev = row_runs["masks"]
     assert ev.stage in ("done", "correctness"), _summary(ev)  # the cheat ran
