@@ -7,6 +7,7 @@ silently.
 """
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
 import threading
@@ -18,6 +19,7 @@ from .ignored import Ignored
 from .installations import handle_installation
 from .outcomes import classify
 from .pull_requests import handle_pull_request
+from .repositories import handle_repository
 
 log = logging.getLogger("kernelsmith.events")
 MAX_ATTEMPTS = 6
@@ -34,6 +36,7 @@ HANDLERS = {
     "installation_repositories": handle_installation,
     "ping": handle_ping,
     "pull_request": handle_pull_request,
+    "repository": handle_repository,
 }
 
 
@@ -67,30 +70,40 @@ class EventProcessor:
                 with self._wake:
                     self._wake.wait(self.poll)
                 continue
-            self.process(delivery)
+            try:
+                self.process(delivery)
+            except Exception:  # the inbox outlives anything one delivery meets (the store busy past its timeout)
+                log.exception("delivery %s could not be recorded; it stays pending", delivery.id)
+                with self._wake:
+                    self._wake.wait(self.poll)
 
     def process(self, delivery) -> None:
-        store = self.ctx.store
+        """Handle one delivery and record how it ended. A failure to record (the store busy) reaches the caller
+        and the delivery stays pending: it is handled again, as GitHub's own redelivery would be."""
+        state, outcome, retry_at = self.handle(delivery)
+        self.ctx.store.finish_delivery(delivery.id, state, outcome, retry_at=retry_at)
+
+    def handle(self, delivery) -> tuple[str, str, dt.datetime | None]:
         handler = HANDLERS.get(delivery.event)
         if handler is None:
-            store.finish_delivery(delivery.id, "ignored", f"event {delivery.event} is not handled")
-            return
+            return "ignored", f"event {delivery.event} is not handled", None
         try:
-            payload = json.loads(delivery.payload)
+            try:
+                payload = json.loads(delivery.payload)
+            except (ValueError, RecursionError):  # stored before the door refused such bodies
+                payload = None
             if not isinstance(payload, dict):
                 raise Ignored(f"malformed {delivery.event} payload: a JSON object was expected")
-            outcome = handler(self.ctx, payload)
-            store.finish_delivery(delivery.id, "done", outcome or "done")
+            return "done", handler(self.ctx, payload) or "done", None
         except Ignored as exc:
-            store.finish_delivery(delivery.id, "ignored", str(exc))
+            return "ignored", str(exc), None
         except Exception as exc:
             refusal = classify(exc, delivery.attempts + 1)
             if refusal is None:
                 log.exception("delivery %s (%s) failed", delivery.id, delivery.event)
-                store.finish_delivery(delivery.id, "failed", f"internal error: {type(exc).__name__}: {exc}")
-            elif refusal.retry_at and delivery.attempts + 1 < MAX_ATTEMPTS:
+                return "failed", f"internal error: {type(exc).__name__}: {exc}", None
+            if refusal.retry_at and delivery.attempts + 1 < MAX_ATTEMPTS:
                 log.warning("delivery %s: %s", delivery.id, refusal.message)
-                store.finish_delivery(delivery.id, "pending", refusal.message, retry_at=refusal.retry_at)
-            else:
-                log.warning("delivery %s failed: %s", delivery.id, refusal.message)
-                store.finish_delivery(delivery.id, "failed", refusal.message)
+                return "pending", refusal.message, refusal.retry_at
+            log.warning("delivery %s failed: %s", delivery.id, refusal.message)
+            return "failed", refusal.message, None

@@ -26,7 +26,7 @@ def installation_for(ctx: AppContext, repo: str, given: int | None) -> int:
         raise
 
 
-def _cancel_jobs(ctx: AppContext, repos: list[str]) -> list[int]:
+def cancel_jobs(ctx: AppContext, repos: list[str]) -> list[int]:
     """Active jobs on repositories the App lost: they could never publish."""
     ids = [j.id for repo in repos for j in ctx.store.active_jobs(repo)]
     cancelled = [j.id for j in ctx.store.request_cancel(ids)] if ids else []
@@ -49,7 +49,7 @@ def handle_installation(ctx: AppContext, payload: dict) -> str:
         for name in repos:
             store.upsert_repository(name, inst, False)
         ctx.github.authority.forget(repos=repos)
-        cancelled = _cancel_jobs(ctx, repos)
+        cancelled = cancel_jobs(ctx, repos)
         return (f"installation {inst} removed: {len(repos)} repositories inactive: {', '.join(repos) or 'none'}"
                 + (f"; cancelled job(s) {cancelled}" if cancelled else ""))
     if action in GONE or action == "unsuspend":
@@ -61,7 +61,7 @@ def handle_installation(ctx: AppContext, payload: dict) -> str:
         cancelled = []
         if not active:
             ctx.github.authority.forget(installation_id=inst, repos=repos)
-            cancelled = _cancel_jobs(ctx, repos)
+            cancelled = cancel_jobs(ctx, repos)
         state = "active" if active else "inactive"
         return (f"installation {inst} {action}: {len(repos)} repositories {state}: {', '.join(repos) or 'none'}"
                 + (f"; cancelled job(s) {cancelled}" if cancelled else ""))

@@ -130,6 +130,45 @@ class PullRequestEvent(_Event):
     repository: Repo
 
 
+class Renamed(_View):
+    name: str = Field(alias="from", max_length=100)
+
+
+class NameChange(_View):
+    name: Renamed | None = None
+
+
+class OwnerFrom(_View):
+    user: Account | None = None
+    organization: Account | None = None
+
+
+class OwnerChange(_View):
+    previous: OwnerFrom = Field(alias="from")
+
+
+class RepoChanges(_View):
+    repository: NameChange | None = None
+    owner: OwnerChange | None = None
+
+
+class RepositoryEvent(_Event):
+    repository: Repo
+    changes: RepoChanges | None = None
+
+    @property
+    def former_name(self) -> str | None:
+        """The repository's full name before a `renamed` or `transferred`, when the payload says."""
+        owner, name = self.repository.full_name.split("/")
+        changes = self.changes or RepoChanges()
+        if self.action == "renamed" and changes.repository and changes.repository.name:
+            return f"{owner}/{changes.repository.name.name}"
+        if self.action == "transferred" and changes.owner:
+            was = changes.owner.previous.user or changes.owner.previous.organization
+            return f"{was.login}/{name}" if was else None
+        return None
+
+
 V = TypeVar("V", bound=_View)
 
 

@@ -8,7 +8,7 @@ import datetime as dt
 import threading
 from pathlib import Path
 
-from sqlalchemy import create_engine, event, func, insert, or_, select, update
+from sqlalchemy import create_engine, delete, event, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -238,6 +238,21 @@ class JobStore:
                 repo.active = active
             s.commit()
             return [r.full_name for r in repos]
+
+    def rename_repository(self, old: str, new: str) -> int:
+        """A repository renamed or transferred on GitHub: its record, its publications and its jobs take the new
+        name (a record already under the new name wins). Returns how many jobs were moved."""
+        with self._lock, self.session() as s:
+            if s.get(Repository, new) is None:
+                s.execute(update(Repository).where(Repository.full_name == old).values(full_name=new))
+            else:
+                s.execute(delete(Repository).where(Repository.full_name == old))
+            taken = list(s.scalars(select(Publication.branch).where(Publication.repo == new)))
+            s.execute(update(Publication).where(Publication.repo == old, Publication.branch.not_in(taken))
+                      .values(repo=new))
+            moved = s.execute(update(Job).where(Job.repo == old).values(repo=new)).rowcount
+            s.commit()
+            return moved
 
     def jobs_with_pull(self, repo: str, number: int) -> list[Job]:
         with self.session() as s:

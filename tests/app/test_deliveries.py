@@ -372,6 +372,39 @@ def test_one_job_for_a_command_given_twice_and_its_pull_request_followed(serve, 
         d = handled(svc, svc.deliver("pull_request", p))
         assert d.state == "ignored" and words in d.outcome, d.outcome
 
+    # renamed on GitHub, then back: the job, its publication and the stored repository follow the name
+    renamed = {"action": "renamed", "changes": {"repository": {"name": {"from": "Hello-World"}}},
+               "repository": payload("push/with-installation.payload.json")["repository"] | {
+                   "full_name": "Codertocat/Hello-Kernels", "name": "Hello-Kernels"},
+               "sender": {"login": MAINTAINER, "type": "User"}, "installation": {"id": INSTALLATION}}
+    d = handled(svc, svc.deliver("repository", renamed))
+    assert d.outcome == f"repository renamed: {REPO} is now Codertocat/Hello-Kernels (1 job(s) moved)"
+    store = svc.db()
+    try:
+        assert store.get(1).repo == "Codertocat/Hello-Kernels" and store.repository(REPO) is None
+        assert store.publication("Codertocat/Hello-Kernels", branch).pr_number == job.pr_number
+    finally:
+        store.close()
+    back = copy.deepcopy(renamed)
+    back["changes"]["repository"]["name"]["from"] = "Hello-Kernels"
+    back["repository"].update(full_name=REPO, name="Hello-World")
+    assert handled(svc, svc.deliver("repository", back)).state == "done"
+    for action, words in (("archived", f"repository archived: {REPO} inactive"),
+                          ("unarchived", f"repository unarchived: {REPO} active")):
+        d = handled(svc, svc.deliver("repository", back | {"action": action}))
+        assert d.state == "done" and d.outcome == words
+    for p, words in ((renamed | {"action": "deleted"}, "Codertocat/Hello-Kernels is not a repository kernelsmith knows"),
+                     (back | {"action": "transferred", "changes": {}}, "does not say the former name"),
+                     (back | {"action": "publicized"}, "repository publicized: nothing to do")):
+        d = handled(svc, svc.deliver("repository", p))
+        assert d.state == "ignored" and words in d.outcome, d.outcome
+    store = svc.db()
+    try:
+        assert store.get(1).repo == REPO and store.repository(REPO).active
+        assert store.publication(REPO, branch).pr_number == job.pr_number
+    finally:
+        store.close()
+
     # the App suspended, then taken off: the stored repository follows, and work that could never publish stops
     svc.deliver("issue_comment", command("/kernelsmith optimize softmax --backend interpret --budget 40", stub))
     wait_for(lambda: (j := job_state(svc, 2)) and j.state == "evolving", what="job 2 to be searching")
@@ -392,3 +425,44 @@ def test_one_job_for_a_command_given_twice_and_its_pull_request_followed(serve, 
     job2 = finished(svc, 2)
     assert job2.state == "cancelled" and job2.done_count < 40
     no_crash(svc)
+
+
+def test_the_inbox_outlives_a_store_that_fails_and_payloads_stored_by_older_versions(tmp_path, stub, remote, app_key):
+    """In process, on a real SQLite store: a delivery that cannot be recorded stays pending and the inbox goes on
+    (the thread died before, and nothing was handled again until a restart); a payload an older version stored
+    that is not one JSON object is ignored as malformed."""
+    from bot.app.events import EventProcessor
+    from bot.app.service import build_context
+    from bot.app.settings import Settings
+
+    ctx = build_context(Settings(webhook_secret=b"s", app_id=APP_ID, private_key=app_key[0],
+                                 data_dir=tmp_path / "data", github_api_url=stub.url, git_url=remote.url_template,
+                                 github_throttle=False))
+    store, real = ctx.store, ctx.store.finish_delivery
+    calls = []
+
+    def busy_once(*args, **kwargs):  # the first write meets a database that stays locked past its timeout
+        calls.append(args[:2])
+        if len(calls) == 1:
+            from sqlalchemy.exc import OperationalError
+
+            raise OperationalError("UPDATE deliveries", {}, Exception("database is locked"))
+        return real(*args, **kwargs)
+
+    store.finish_delivery = busy_once
+    ping = (HOOKS / "ping/payload.json").read_text()
+    for delivery, event, body in (("d-1", "ping", ping), ("d-2", "ping", "[1, 2]"), ("d-3", "push", "not json"),
+                                  ("d-4", "ping", ping)):
+        assert store.add_delivery(delivery, event, None, body)
+    inbox = EventProcessor(ctx, poll=0.05)
+    inbox.start()
+    try:
+        wait_for(lambda: store.pending_deliveries() == 0, what="the inbox to go on")
+        assert inbox._thread.is_alive()
+    finally:
+        inbox.stop()
+        store.close()
+    got = [(d, store.delivery(d).state, store.delivery(d).outcome.split(":")[0]) for d in ("d-1", "d-2", "d-3", "d-4")]
+    assert got == [("d-1", "done", "pong (zen"), ("d-2", "ignored", "malformed ping payload"),
+                   ("d-3", "ignored", "malformed push payload"), ("d-4", "done", "pong (zen")]
+    assert calls[:2] == [("d-1", "done"), ("d-1", "done")]  # recorded on the second try, never as failed
