@@ -492,13 +492,13 @@ def test_the_low_end_specialist_is_slow_over_the_rest_of_the_range(head_bundle, 
     assert _per_call_s(cheat.head_max, x, 1) < 1.5 * _per_call_s(base.head_max, x, 1)
 
 
-# Was a hole (found this round, closed in the working tree as it ran): runners/inputs.py SlotBank gave every timed slot
-# (the samples and the judge's window) a range scalar's low end, as trial 0 does; check_case drew it across the range
-# only in the untimed trials. This kernel, tuned for the low end (a one-load special case at n = 1, blocks of 16
-# columns elsewhere: several times slower than the baseline at n = 512, the control), was timed only at n = 1: ok,
-# credited 4.5x by the stand-in's host clock (judge's clock ratio 1.05). SlotBank now draws range scalars slot by slot
-# across the range (slot 0 at its low end). Note: from a generator seeded by the slot count only (7919 + count), the
-# same draws in every evaluation; the bank's seed would make them unpredictable as well (not needed for this cheat).
+# Was a hole (found this round, closed as it ran, 82e895b): runners/inputs.py SlotBank gave every timed slot (the
+# samples and the judge's window) a range scalar's low end, as trial 0 does; check_case drew it across the range only
+# in the untimed trials. This kernel, tuned for the low end (a one-load special case at n = 1, blocks of 16 columns
+# elsewhere: several times slower than the baseline at n = 512, the control), was timed only at n = 1: ok, credited
+# 4.5x by the stand-in's host clock (judge's clock ratio 1.05). A bank's slots now take four values in turn, the
+# range's two ends and two draws (from a generator seeded by the slot count: the same values in every evaluation,
+# which this cheat does not need to know).
 def test_a_kernel_fast_only_at_the_scalars_low_end_earns_no_credit(low_end_run):
     ev = low_end_run
     assert ev["stage"] not in ("compile", "crashed", "baseline", "correctness", "kernel"), json.dumps(ev)
@@ -606,7 +606,7 @@ def test_the_decode_path_is_wrong_on_a_row_of_large_range(softmax_bundle, tmp_pa
     assert torch.allclose(cheat.softmax(two).float(), base.softmax(two).float(), atol=1e-3)
 
 
-# Was a hole (found this round, closed as it ran, in the working tree): runners/inputs.py make_tensor gave a later
+# Was a hole (found this round, closed as it ran, 6551bdb): runners/inputs.py make_tensor gave a later
 # trial's tensor its near-zero row and its wide row only when t.dim() >= 2 and t.shape[0] >= 2, and the window's
 # SlotBank._structured_rows likewise: a one-row input (the decode case, T = 1) and a 1-D one got plain normal values at
 # one scale per trial. This softmax without its max on one row was accepted at 12 of 12 secrets (81-92) under the full
