@@ -1,8 +1,9 @@
 """`issue_comment` created: a `/kernelsmith` command from a person, answered on the same issue or pull request.
 
 Only new comments are read (an edit or a deletion is ignored, with the reason), never a bot's (kernelsmith's own
-least of all: two bots answering each other would never stop). Every command ends in a reply or a job, never
-in silence: a malformed one gets the help text with the problem named.
+least of all: two bots answering each other would never stop), and each once: the first delivery of a comment
+claims it, and the same comment under another delivery id is ignored. Every command ends in a reply or a job,
+never in silence: a malformed one gets the help text with the problem named.
 """
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ def own_comment(ctx: AppContext, comment: Comment) -> bool:
     return bool(app and app.id == ctx.settings.app_id) or (comment.body or "").lstrip().startswith(MARKER)
 
 
-def handle_comment(ctx: AppContext, payload: dict) -> str:
+def handle_comment(ctx: AppContext, payload: dict, delivery: str = "") -> str:
     ev = parse(CommentEvent, payload, "issue_comment")
     if ev.action != "created":
         raise Ignored(NOT_CREATED.get(ev.action or "", f"comment action {shown(str(ev.action))}: nothing to do"))
@@ -52,6 +53,9 @@ def handle_comment(ctx: AppContext, payload: dict) -> str:
         raise Ignored("no command in the comment")
     repo_name, number, login = ev.repository.full_name, ev.issue.number, author.login
     inst = installation_for(ctx, repo_name, ev.installation_id)
+    holder = ctx.store.claim_comment(ev.comment.id, delivery) if delivery else None
+    if holder:
+        raise Ignored(f"comment {ev.comment.id} was acted on already, by delivery {holder} (a replay)")
     ctx.store.upsert_repository(repo_name, inst)
     gh = ctx.github.repo(repo_name, inst)
     gh.react(number, ev.comment.id, "eyes")
@@ -160,5 +164,5 @@ def start_jobs(ctx: AppContext, gh: RepoClient, ev: CommentEvent, inst: int, cmd
     ctx.wake_jobs()
     if not earlier:
         return f"queued job(s) {started}"
-    said = f"job(s) {earlier} already started from this comment (delivered again)"
+    said = f"job(s) {earlier} already started by an earlier attempt of this delivery"
     return f"queued job(s) {started}; {said}" if started else said

@@ -16,7 +16,7 @@ from .publish import BRANCH_PREFIX
 LISTED_COMMITS = 20  # GitHub lists at most this many commits of a push
 
 
-def handle_push(ctx: AppContext, payload: dict) -> str:
+def handle_push(ctx: AppContext, payload: dict, delivery: str = "") -> str:
     from bot.config import CONFIG_PATH, parse_config
 
     ev = parse(PushEvent, payload, "push")

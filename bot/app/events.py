@@ -25,7 +25,7 @@ log = logging.getLogger("kernelsmith.events")
 MAX_ATTEMPTS = 6
 
 
-def handle_ping(ctx: AppContext, payload: dict) -> str:
+def handle_ping(ctx: AppContext, payload: dict, delivery: str = "") -> str:
     return f"pong (zen: {str(payload.get('zen') or '')[:200]})"
 
 
@@ -94,7 +94,7 @@ class EventProcessor:
                 payload = None
             if not isinstance(payload, dict):
                 raise Ignored(f"malformed {delivery.event} payload: a JSON object was expected")
-            return "done", handler(self.ctx, payload) or "done", None
+            return "done", handler(self.ctx, payload, delivery.id) or "done", None
         except Ignored as exc:
             return "ignored", str(exc), None
         except Exception as exc:

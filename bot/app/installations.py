@@ -35,7 +35,7 @@ def cancel_jobs(ctx: AppContext, repos: list[str]) -> list[int]:
     return cancelled
 
 
-def handle_installation(ctx: AppContext, payload: dict) -> str:
+def handle_installation(ctx: AppContext, payload: dict, delivery: str = "") -> str:
     """`installation` (created, deleted, suspend, unsuspend) and `installation_repositories` (added, removed)."""
     ev = parse(InstallationEvent, payload, "installation")
     inst, action, store = ev.installation.id, ev.action, ctx.store

@@ -12,7 +12,7 @@ from .publish import BRANCH_PREFIX
 FOLLOWED = ("closed", "reopened")
 
 
-def handle_pull_request(ctx: AppContext, payload: dict) -> str:
+def handle_pull_request(ctx: AppContext, payload: dict, delivery: str = "") -> str:
     ev = parse(PullRequestEvent, payload, "pull_request")
     pr, repo = ev.pull_request, ev.repository.full_name
     if ev.action not in FOLLOWED:

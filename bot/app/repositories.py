@@ -12,7 +12,7 @@ from .payloads import RepositoryEvent, parse
 MOVED, GONE = ("renamed", "transferred"), ("deleted", "archived")
 
 
-def handle_repository(ctx: AppContext, payload: dict) -> str:
+def handle_repository(ctx: AppContext, payload: dict, delivery: str = "") -> str:
     ev = parse(RepositoryEvent, payload, "repository")
     name, action, store = ev.repository.full_name, ev.action, ctx.store
     if action in MOVED:

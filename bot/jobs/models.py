@@ -1,10 +1,12 @@
-"""The tables of the job store: jobs, webhook deliveries (the durable inbox), publications, scans, repositories."""
+"""The tables of the job store: jobs, webhook deliveries (the durable inbox), comment claims, publications, scans,
+repositories."""
 from __future__ import annotations
 
 import datetime as dt
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     DateTime,
     Float,
@@ -38,9 +40,9 @@ class Job(Base):
     options: Mapped[dict] = mapped_column(JSON, default=dict)  # budget, seed, min_speedup, ...
     commit: Mapped[str | None] = mapped_column(String(40))
     issue_number: Mapped[int | None] = mapped_column(Integer)
-    comment_id: Mapped[int | None] = mapped_column(Integer)
+    comment_id: Mapped[int | None] = mapped_column(BigInteger)  # GitHub's comment ids are past 2**31
     comment_url: Mapped[str | None] = mapped_column(String(500))
-    status_comment_id: Mapped[int | None] = mapped_column(Integer)
+    status_comment_id: Mapped[int | None] = mapped_column(BigInteger)
     requested_by: Mapped[str | None] = mapped_column(String(100))
     state: Mapped[str] = mapped_column(String(20), default="queued", index=True)
     stage: Mapped[str | None] = mapped_column(String(20))
@@ -78,6 +80,17 @@ class Delivery(Base):
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     next_attempt_at: Mapped[dt.datetime | None] = mapped_column(DateTime)
     received_at: Mapped[dt.datetime] = mapped_column(DateTime, default=now)
+
+
+class CommentClaim(Base):
+    """The delivery that acts on a comment's command: any other delivery of the same comment (a body replayed
+    under a new delivery id) is ignored, so a command is answered once."""
+
+    __tablename__ = "comment_claims"
+
+    comment_id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    delivery_id: Mapped[str] = mapped_column(String(100))
+    claimed_at: Mapped[dt.datetime] = mapped_column(DateTime, default=now)
 
 
 class Publication(Base):

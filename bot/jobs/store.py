@@ -12,7 +12,7 @@ from sqlalchemy import create_engine, delete, event, func, insert, or_, select, 
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from .models import Base, Delivery, Job, Publication, Repository, now
+from .models import Base, CommentClaim, Delivery, Job, Publication, Repository, now
 from .states import ACTIVE, FINAL, RUNNING, STAGE_STATE, State, check_transition
 
 
@@ -205,6 +205,19 @@ class JobStore:
     def pending_deliveries(self) -> int:
         with self.session() as s:
             return s.scalar(select(func.count(Delivery.id)).where(Delivery.state == "pending")) or 0
+
+    def claim_comment(self, comment_id: int, delivery_id: str) -> str | None:
+        """Record that ``delivery_id`` acts on the comment; the other delivery's id when one already does
+        (None: this delivery holds the claim, also when it is tried again)."""
+        try:
+            with self._lock, self.engine.begin() as conn:
+                conn.execute(insert(CommentClaim), {"comment_id": comment_id, "delivery_id": delivery_id,
+                                                    "claimed_at": now()})
+            return None
+        except IntegrityError:
+            with self.session() as s:
+                holder = s.get(CommentClaim, comment_id).delivery_id
+            return None if holder == delivery_id else holder
 
     # --- publications and repositories ------------------------------------------------------------------------
     def publication(self, repo: str, branch: str) -> Publication | None:

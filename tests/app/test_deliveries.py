@@ -218,6 +218,13 @@ def test_comment_variations_end_in_a_reply_or_a_stated_reason(serve, stub):
     def reactions(p):
         return stub.comments[p["comment"]["id"]].reactions
 
+    # the same signed comment again under a new delivery id (a replay, not GitHub): answered once
+    p = command("/kernelsmith help", stub)
+    d, new = say(p)
+    assert d.outcome == "help" and len(new) == 1
+    d, new = say(p, "ignored")
+    assert "was acted on already, by delivery" in d.outcome and new == [] and reactions(p) == ["eyes"]
+
     # an edit: commands come from new comments only
     p = command("/kernelsmith optimize rms_norm", stub)
     p.update(action="edited", changes={"body": {"from": "/kernelsmith optimise rms_norm"}})
@@ -349,7 +356,8 @@ def test_one_job_for_a_command_given_twice_and_its_pull_request_followed(serve, 
     d1, d2, d3 = handled(svc, r1), handled(svc, r2), handled(svc, again)
     assert d1.outcome == "queued job(s) [1]"
     assert d2.outcome == "already running: ['rms_norm']"
-    assert d3.outcome == "job(s) [1] already started from this comment (delivered again)"
+    assert d3.state == "ignored" and d3.outcome == \
+        f"comment {first['comment']['id']} was acted on already, by delivery {r1.json()['delivery']} (a replay)"
     assert "already queued or running: `rms_norm` on `interpret` (job 1)" in replies(stub)[-1]
     job = finished(svc, 1)
     assert job.state == "done" and job.kernel == "rms_norm" and job.options["budget"] == 2 and job.pr_number
