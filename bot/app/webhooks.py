@@ -10,6 +10,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
+from starlette.requests import ClientDisconnect
 
 from . import signature
 from .context import AppContext
@@ -43,6 +44,8 @@ def router(ctx: AppContext) -> APIRouter:
             body = await _read_limited(request, ctx.settings.max_body)
         except TooLarge:
             return JSONResponse({"error": f"body larger than {ctx.settings.max_body} bytes"}, status_code=413)
+        except ClientDisconnect:  # the sender went away mid-body: nothing to store, nobody to answer
+            return JSONResponse({"error": "the body was cut short"}, status_code=400)
         if not signature.valid(ctx.settings.webhook_secret, body, request.headers.get("x-hub-signature-256")):
             return JSONResponse({"error": "bad or missing X-Hub-Signature-256"}, status_code=401)
         event, delivery = request.headers.get("x-github-event"), request.headers.get("x-github-delivery")

@@ -8,6 +8,7 @@ kernelsmith's own comments, commands in code and quotes, odd whitespace and case
 fields, unknown actions and events, bodies that are not one JSON object, replays, a command given twice."""
 import copy
 import json
+import socket
 import urllib.parse
 import uuid
 
@@ -158,6 +159,11 @@ def test_requests_that_are_not_one_signed_json_object_are_refused_at_the_door(se
                            ({"X-GitHub-Delivery": ""}, "are required")):
         r = post(svc, headers.pop("X-GitHub-Event", "ping"), ping, **headers)
         assert r.status_code == 400 and words in r.json()["error"], (headers, r.text)
+    # a sender that goes away mid-body: nothing stored, nothing logged as a crash, the door still open
+    with socket.create_connection(("127.0.0.1", svc.port)) as sock:
+        sock.sendall(b"POST /webhook HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 5000\r\n"
+                     b"X-GitHub-Event: ping\r\nX-GitHub-Delivery: cut-short\r\n\r\n" + ping[:100])
+    assert post(svc, "ping", b"[]").status_code == 400
     assert all_deliveries(svc) == []  # nothing refused was stored
 
     # accepted: a paired surrogate (an emoji) escaped, a form-encoded delivery, an event the App does not know
