@@ -11,6 +11,7 @@ import jinja2
 
 from evolver.archive import Archive
 from evolver.candidate import Candidate
+from evolver.search_facts import defuse
 from runners.results import Evaluation
 from runners.task import TaskSpec
 
@@ -56,7 +57,7 @@ def build_report(*, spec: TaskSpec, backend: str, verdict: str, reason: str, sho
         "kernel": spec.kernel,
         "backend": backend,
         "verdict": verdict,
-        "reason": reason,
+        "reason": defuse(reason),  # may quote a candidate's error (its exception text is its own)
         "timed": shown.timed,
         "shown": shown_kind,
         "timing_method": ", ".join(methods) or None,
@@ -86,7 +87,7 @@ def build_report(*, spec: TaskSpec, backend: str, verdict: str, reason: str, sho
         "capture": capture or None,
         "autotune": autotune or [],
         "reproduce": {"command": reproduce},
-        "notes": notes,
+        "notes": [defuse(n) for n in notes],
     }
 
 

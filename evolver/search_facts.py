@@ -23,11 +23,15 @@ def rationale(text: str, limit: int = RATIONALE_CHARS) -> str:
     """The model's words before its code (``` or SEARCH/REPLACE), on one line, cut to ``limit``; @-mentions,
     HTML and markdown links are defused so that the pull-request body pings nobody and loads nothing."""
     head = re.split(r"```|<<<<<<< SEARCH", text or "", maxsplit=1)[0]
-    head = " ".join(head.split())
-    head = re.sub(r"@(?=\w)", "@\u200b", head)
-    # nor loads or links anything: no HTML, no markdown images or links
-    head = head.replace("<", "&lt;").replace("](", "] (")
+    head = defuse(" ".join(head.split()))
     return head if len(head) <= limit else head[: limit - 1].rstrip() + "…"
+
+
+def defuse(text: str) -> str:
+    """Text a candidate or a model wrote, made safe for a pull-request body: @-mentions ping nobody, and nothing is
+    loaded or linked (no HTML, no markdown images or links)."""
+    text = re.sub(r"@(?=\w)", "@\u200b", text or "")
+    return text.replace("<", "&lt;").replace("](", "] (")
 
 
 def describe_change(genome: dict, operator: str, parent_id: int | None) -> str:

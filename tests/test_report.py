@@ -62,3 +62,14 @@ def test_no_improvement_and_not_timed_reports_say_so():
     md = render_markdown(report("not_timed", untimed, reason="The interpreter measures no speed."))
     assert "**No speed was measured.** The interpreter measures no speed." in md
     assert "baseline µs" not in md and "| `T=1/float16` | yes | 3 |" in md
+
+
+def test_a_candidates_error_text_in_the_reason_pings_nobody_and_loads_nothing():
+    """The reason can quote a candidate's failure (its exception text is its own): in the pull-request body its
+    @-mentions, HTML and markdown links and images are defused (round 7's review)."""
+    bait = ("A candidate looked faster, but it failed: RuntimeError: cc @octocat @org/team "
+            "<img src=https://evil.example/p.png> ![x](https://evil.example/q.png) [docs](https://evil.example)")
+    md = render_markdown(report("no_improvement", timed_eval([1.01, 0.99]), reason=bait))
+    line = next(x for x in md.splitlines() if x.startswith("**No improvement found.**"))
+    assert "@octocat" not in line and "@org" not in line and "<img" not in line
+    assert "](https://" not in line and "RuntimeError" in line and "evil.example" in line  # shown, inert
