@@ -225,36 +225,39 @@ class SlotBank:
                     if spec.vary else 1.0
                 block.normal_(mean=0.0, std=scale * spec.scale, generator=gen)
                 if spec.vary:
-                    self._structured_rows(spec.name, gen)
+                    self._structured_rows(spec.name, gen, scale)
         for t, source in self.copies:
             t.copy_(source)
 
-    def _structured_rows(self, name: str, gen: torch.Generator) -> None:
-        """The judge's window: in every slot one row near zero and another of a large dynamic range (drawn per fill),
-        as in the later trials (``make_tensor``): no unsafe path only in the timed calls (a softmax without its max:
-        tests/test_judge_attacks_round7.py). Two strided products over two rows a slot, at most 2/rows of its bytes
-        (none at one row), so folding them into a kernel's loads gains nothing the clock credits."""
+    def _structured_rows(self, name: str, gen: torch.Generator, scale: float) -> None:
+        """The judge's window: in every slot one row near zero and another of a large dynamic range at its own scale
+        (drawn per slot across SCALE_LOG10 in place of the block's ``scale``; rows drawn per fill for the even and
+        the odd slots), as in the later trials (``make_tensor``): no unsafe path only in the timed calls (a softmax
+        without its max: tests/test_judge_attacks_round7.py; with one scale a round, whether any slot overflowed
+        was a coin flip a round). Strided products over two rows a slot, at most 2/rows of its bytes (an eighth
+        at one row), so folding them into a kernel's loads gains nothing the clock credits."""
         shape = case_shapes(self.args, self.case)[name]
         block = self.blocks[name]
         numel = 1
         for d in shape:
             numel *= d
-        lo, hi = DYNAMIC_LOG10
-        if len(shape) < 2 or shape[0] < 2:  # one row (decode) or 1-D: a wide segment, an eighth of the slot at most
-            if numel < 2:
-                return
-            width = min(numel, max(64, numel // 8))
-            for parity in (0, 1):
-                start = int(torch.randint(numel - width + 1, (1,), generator=gen, device=gen.device))
-                factors = 10 ** (lo + (hi - lo) * torch.rand(width, generator=gen, device=self.device))
-                block[parity::2, start:start + width].mul_(factors.to(block.dtype))
+        if numel < 2:
             return
-        width = numel // shape[0]
+        lo, hi = DYNAMIC_LOG10
+        slo, shi = SCALE_LOG10
+        one_row = len(shape) < 2 or shape[0] < 2  # decode or 1-D: a wide segment, an eighth of the slot at most
+        width = min(numel, max(64, numel // 8)) if one_row else numel // shape[0]
         for parity in (0, 1):  # even and odd slots, each their own rows
-            near, wide = structured_rows(shape[0], gen)
+            slots = block[parity::2]
+            if one_row:
+                wide = int(torch.randint(numel - width + 1, (1,), generator=gen, device=gen.device))
+            else:
+                near, row = structured_rows(shape[0], gen)
+                wide = row * width
+                slots[:, near * width:(near + 1) * width].mul_(NEAR_ZERO)
+            own = 10 ** (slo + (shi - slo) * torch.rand((slots.shape[0], 1), generator=gen, device=self.device))
             factors = 10 ** (lo + (hi - lo) * torch.rand(width, generator=gen, device=self.device))
-            block[parity::2, near * width:(near + 1) * width].mul_(NEAR_ZERO)
-            block[parity::2, wide * width:(wide + 1) * width].mul_(factors.to(block.dtype))
+            slots[:, wide:wide + width].mul_((own / scale * factors).to(block.dtype))
 
 
 def clone_inputs(kwargs: dict) -> dict:

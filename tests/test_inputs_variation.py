@@ -28,10 +28,10 @@ def test_trial_zero_is_as_configured_and_later_trials_vary():
 
 
 def test_the_windows_slots_are_as_hard_as_the_later_trials_and_scalars_span_their_range():
-    """The judge's window (one scale a fill): in every slot a near-zero row and a row of a large dynamic range, at
-    places drawn per fill; the samples' and the window's range scalars are drawn slot by slot (slot 0 the low
-    end), the same in both workers (round 7: an unsafe path only in the timed calls, a kernel fast only at the low
-    end)."""
+    """The judge's window (one scale a fill): in every slot a near-zero row and a row of a large dynamic range at a
+    scale of its own, at places drawn per fill; the samples' and the window's range scalars are drawn slot by slot
+    (slot 0 the low end), the same in both workers (round 7: an unsafe path only in the timed calls, a kernel fast
+    only at the low end)."""
     a, b = SlotBank(ARGS, CASE, "cpu", 16, per_slot_scales=False), SlotBank(ARGS, CASE, "cpu", 16,
                                                                              per_slot_scales=False)
     places = set()
@@ -44,7 +44,7 @@ def test_the_windows_slots_are_as_hard_as_the_later_trials_and_scalars_span_thei
             near = int(rows.argmin())
             assert float(rows[near]) < float(rows.median()) * 10 * NEAR_ZERO
             spread = slot["x"].float().abs().amax(dim=1) / slot["x"].float().abs().median(dim=1).values
-            assert float(spread.max()) > 30  # a row whose entries span orders of magnitude
+            assert float(spread.max()) > 12  # a row whose entries span orders of magnitude (plain rows: about 4)
         places.add(near)
     assert len(places) > 1
     assert [s["eps"] for s in a.slots] == [s["eps"] for s in b.slots] and a.slots[0]["eps"] == 1e-6
@@ -90,8 +90,9 @@ def test_one_row_and_flat_inputs_get_a_wide_segment_too():
         x = make_inputs(ARGS, one, "cpu", seed=seed, trial=1)["x"].abs().reshape(-1)
         spans.append(float(x.max() / x.median()))
     assert min(spans) > 10
-    bank = SlotBank(ARGS, one, "cpu", 8, per_slot_scales=False)
+    bank = SlotBank(ARGS, one, "cpu", 64, per_slot_scales=False)
     bank.fill(5)
-    for slot in bank.slots:
-        x = slot["x"].abs().reshape(-1)
-        assert float(x.max() / x.median()) > 10
+    spans = [float(s["x"].abs().max() / s["x"].abs().median()) for s in bank.slots]
+    assert sum(x > 10 for x in spans) >= 16  # the segment at each slot's own scale: large in many slots
+    peaks = [float(s["x"].abs().max()) for s in bank.slots]
+    assert max(peaks) / min(peaks) > 20  # slots at scales far apart within one fill (one scale: about 1.5)
