@@ -260,13 +260,20 @@ def _window_peaks(bundle, secret: int, symbols: dict, count: int = 8) -> list[fl
 def easy_run(softmax_bundle, tmp_path_factory) -> dict:
     from test_judge_attacks_round4 import _timed_judge
 
-    # the first secret whose window values all stay under 80 (the cheat's one-pass kernel does not overflow there:
-    # about 2 secrets in 5 since the window's structured rows). Before them, the search's protocol was measured the
-    # same as this one: ok, about 1.4x.
-    seed = next(s for s in range(1, 50) if max(_window_peaks(softmax_bundle, s, SOFTMAX_SYMBOLS, 4)) < 80)
+    # a fixed secret: the rate at which a secret leaves every window value under 80 (where the cheat's one-pass
+    # kernel does not overflow) is the test below; this run is the judge's verdict at one of the others
     [run] = _timed_judge(softmax_bundle, tmp_path_factory.mktemp("r7-easy"),
-                         [(_source(EASY), "verify", seed, SOFTMAX_WINDOW)], SOFTMAX_SYMBOLS)
+                         [(_source(EASY), "verify", 7, SOFTMAX_WINDOW)], SOFTMAX_SYMBOLS)
     return run
+
+
+def test_the_windows_values_are_easy_at_few_secrets(softmax_bundle):
+    """How often the judge's whole window stays under 80 (the cheat's timed path is then right everywhere it is
+    shown), over 200 secrets at three shapes of 4 slots: 76, 64 and 76 of 200 with one scale a round (the hard rows
+    at the block's scale); a handful since each slot's hard rows take a scale of their own."""
+    for symbols in ({"M": 4, "N": 64}, {"M": 6, "N": 200}, {"M": 1, "N": 64}):
+        easy = sum(max(_window_peaks(softmax_bundle, s, symbols, 4)) < 80 for s in range(1, 201))
+        assert easy <= 12, (symbols, easy)
 
 
 def test_the_timed_path_is_wrong_on_the_judges_own_trial_values(softmax_bundle, tmp_path):
@@ -299,24 +306,14 @@ def test_the_timed_path_is_wrong_on_the_judges_own_trial_values(softmax_bundle, 
     assert torch.allclose(cheat.softmax(slot).float(), base.softmax(slot.clone()).float(), atol=1e-3)
 
 
-# Found this round, partly closed in the working tree as it ran: runners/inputs.py SlotBank.fill gave every timed call
-# (the samples and the judge's window) plain normal values, one scale per block and round, no near-zero or wide row,
-# while the hard values of check_case, _check_layout and _check_masked reached only the untimed calls, and a call told
-# the two apart from its input's storage. This softmax ran a one-pass kernel without the max in every timed call and
-# the baseline's kernel in every checked one: ok under both protocols on the stand-in, every window slot shown and
-# right (credited 1.3-1.4x by the stand-in's host clock). The window's fill now gives every slot the trials' near-zero
-# first row and wide last row (SlotBank._structured_rows).
-@pytest.mark.xfail(strict=True, reason=(
-    "runners/inputs.py SlotBank.fill (the judge's window) draws ONE scale per block and round, and the hard rows "
-    "(7006d3e: even and odd slots each their own near-zero row, wide row and factors) multiply that scale: whether "
-    "a slot's wide row reaches a magnitude where an unsafe path breaks is decided by the round's one scale, so the "
-    "window is about three draws of it, not 16 shown slots' worth. The cheat's window values stay under 88 (its "
-    "one-pass softmax does not overflow, it passes) at 76 of 200 secrets at M=4, N=64 (78 before 7006d3e), 64 of 200 "
-    "at M=6, N=200 and 76 of 200 at M=1 (counted with _window_peaks on the working tree); this run is at the first "
-    "such secret: ok. The same holds for any path unsafe only at some magnitudes (fp16 accumulation past a scale of "
-    "~4). Fix: a scale per slot for its hard rows (drawn across SCALE_LOG10 from the fill's generator, one small "
-    "(count, 1) tensor, applied with the factors in the same strided mul_), so that the 16 shown slots are 16 "
-    "independent draws of magnitude"))
+# Found this round, closed in the working tree as it ran: runners/inputs.py SlotBank.fill gave every timed call (the
+# samples and the judge's window) plain normal values, one scale per block and round, no near-zero or wide row, while
+# the hard values of check_case, _check_layout and _check_masked reached only the untimed calls, and a call told the
+# two apart from its input's storage. This softmax ran a one-pass kernel without the max in every timed call and the
+# baseline's kernel in every checked one: ok under both protocols on the stand-in, every window slot shown and right
+# (credited 1.3-1.4x by the stand-in's host clock). The window's fill then gave every slot the trials' hard rows
+# (SlotBank._structured_rows), at the round's one scale: the cheat still passed at 64-76 of 200 secrets; each slot's
+# hard rows have a scale of their own since (4911098), and the window is as hard as the trials.
 def test_a_timed_path_right_only_on_the_windows_values_is_refused(easy_run):
     ev = easy_run
     assert ev["stage"] not in ("compile", "crashed", "baseline", "kernel"), json.dumps(ev)  # the cheat ran
