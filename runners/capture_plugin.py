@@ -106,6 +106,9 @@ def _map_cuda_to_cpu() -> None:
         # by SGLang: `getattr(torch, triton.runtime.driver.active.get_current_target().backend).device(i)`) get
         # `torch.cpu` from the interpreter's stand-in driver, which has no device context: one that does nothing
         torch.cpu.device = _NoDevice
+    # entries that check their inputs (`assert x.is_cuda`, SGLang's diffusion kernels; `if not raw.is_cuda:` a torch
+    # fallback that skips the kernel): a tensor the dry run made on the CPU for `cuda` is the GPU's
+    torch.Tensor.is_cuda = property(lambda self: self.device.type in ("cuda", "cpu"))
     set_default_device = torch.set_default_device
     torch.set_default_device = lambda device: set_default_device(_on_cpu(device))
     # the device-index bookkeeping tests do before they place tensors (``torch.cuda.current_device()`` to

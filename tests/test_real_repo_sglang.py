@@ -40,6 +40,7 @@ from engine.srt.layers.quant.scaled import scale
 
 
 def apply_layer(x):
+    assert x.is_cuda, "the layer runs on CUDA only"  # as SGLang's diffusion kernels check their inputs
     return scale(x, 2.0)
 '''
 
@@ -103,6 +104,7 @@ def test_scan_reaches_the_kernel_through_namespace_packages_and_ranks_real_tests
 
 
 def test_tests_that_skip_without_a_gpu_run_on_the_cpu_dry_run(tmp_path):
+    """...and `x.is_cuda` is true of a tensor the dry run made on the CPU for `cuda`."""
     target = open_target(make_repo(tmp_path))
     target.tests = TestSettings(import_roots=["python"])
     capture = run_capture(target, "test/srt/test_linear_layer.py", "engine.srt.layers.quant.scaled", "scale",
@@ -291,3 +293,19 @@ def test_a_baseline_failure_inside_kernelsmith_s_own_evaluator_is_not_the_kernel
     assert "(runners/wire.py line 129:" in fault and "a limit of kernelsmith, not of the kernel" in fault
     inside_the_kernel = error.replace(f'  File "{wire}", line 129, in write_tensor\n', "")
     assert kernelsmith_fault(inside_the_kernel) is None
+
+
+def test_an_entry_that_asserts_its_inputs_are_on_cuda_is_the_environment_on_the_interpreter():
+    """SGLang's fuse_layernorm_scale_shift_gate_select01_kernel starts with `assert x.is_cuda`: the judge's inputs
+    on the interpreter are CPU tensors, so the baseline fails there, and that is not the kernel's fault."""
+    from bot.kernel_checks import environment_fault
+
+    rel = "python/engine/jit_kernel/diffusion/triton/scale_shift.py"
+    error = ("Traceback (most recent call last):\n"
+             f'  File "/tmp/bundle/baseline/{rel}", line 468, in fuse_kernel\n'
+             "    assert x.is_cuda\nAssertionError")
+    fault = environment_fault(error, "interpret", [rel])
+    assert fault.startswith(f"the entry checks that its inputs are on a GPU ({rel} line 468: `assert x.is_cuda`)")
+    assert "the environment, not the kernel" in fault
+    assert environment_fault(error, "triton", [rel]) is None
+    assert environment_fault(error.replace("x.is_cuda", "x.is_contiguous()"), "interpret", [rel]) is None
