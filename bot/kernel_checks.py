@@ -296,7 +296,7 @@ def environment_fault(error: str, backend: str, files: list[str], root: Path | N
         return (f"the kernel's code asks Triton's driver which GPU it runs on{at}, and Triton's CPU interpreter has "
                 f"no driver ({last}): the environment, not the kernel. Run on a GPU (--backend triton)")
     if frames and last.startswith("AssertionError") and re.search(r"is_cuda|device\.type\s*==\s*.cuda", frames[-1][3]):
-        return (f"the entry checks that its inputs are on a GPU{at} (`{frames[-1][3]}`), and on the CPU interpreter "
+        return (f"the entry checks that its inputs are on a GPU{at or f' (`{frames[-1][3]}`)'}, and on the CPU interpreter "
                 f"the judge's inputs are CPU tensors: the environment, not the kernel. Run on a GPU (--backend triton)")
     if any(w in error for w in _TORCH_NO_GPU):
         return (f"the entry asks torch.cuda about the GPU when it is called{at}, and the CPU interpreter has "
