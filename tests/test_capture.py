@@ -40,7 +40,10 @@ def test_capture_records_shapes_dtypes_strides_and_written_arguments(sglite_repo
     kernel = parse_config((SGLITE / ".github/kernelsmith.yml").read_text()).kernels["fused_add_rms_norm"]
     cases, summary = captured_cases(capture.calls, kernel, "interpret", 3, [])
     assert len(cases) == 3 and all(c.origin == "captured" for c in cases)
-    assert summary["skipped"] == {"argument `x` has 3 dimensions, the config gives 2": 2}
+    # the CPU dry run answers torch.cuda.is_available(): the test takes its GPU branch (bf16, and 1x4096 and
+    # 1024x4096), whose calls are recorded and then left out on the interpreter
+    assert summary["skipped"] == {"argument `x` has 3 dimensions, the config gives 2": 3,
+                                  "too large or bf16 for the CPU interpreter": 7}
     assert summary["written_by_tests"] == ["residual", "x"] and summary["undeclared_written"] == []
     sizes = [c.symbols["T"] * c.symbols["H"] for c in cases]
     assert sizes == sorted(sizes) and sizes[0] == 64 and sizes[-1] == 16 * 256  # spread from smallest to largest
