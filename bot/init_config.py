@@ -146,6 +146,24 @@ class _NoAliases(yaml.SafeDumper):
         return True
 
 
+def _fixed_floats(calls: list[dict], tensors: list[str]) -> dict[str, str]:
+    """float32 tensors that stay float32 while another floating tensor of the same calls is half (per-row scales
+    beside float16 activations): their dtype is fixed, not the case's."""
+    seen: dict[str, set] = {}
+    for c in calls:
+        for n in tensors:
+            v = c["args"].get(n, {})
+            if v.get("kind") == "tensor" and v["dtype"] in FLOATS:
+                seen.setdefault(n, set()).add(v["dtype"])
+    fixed = {}
+    for n, dtypes in seen.items():
+        (dtype,) = dtypes if len(dtypes) == 1 else (None,)
+        if dtype == "float32" and any(c["args"].get(m, {}).get("dtype", dtype) != dtype
+                                      for c in calls for m in seen if m != n):
+            fixed[n] = dtype
+    return fixed
+
+
 def from_calls(row: ScanRow, calls: list[dict], limit: int = 4) -> Proposal | None:
     """``row`` comes from ``scan``, whose ``tests`` are sorted closest first."""
     calls = [c for c in calls if "args" in c]
@@ -164,15 +182,22 @@ def from_calls(row: ScanRow, calls: list[dict], limit: int = 4) -> Proposal | No
     ranks_ok = [n for n in tensors if len({len(c["args"][n]["shape"]) for c in calls
                                            if c["args"][n].get("kind") == "tensor"}) == 1]
     shapes, assignments = _symbolize(calls, ranks_ok)
+    fixed = _fixed_floats(calls, ranks_ok)
     for name in names:
         values = [c["args"].get(name, {}) for c in calls]
         if name in ranks_ok:
             spec = {"shape": shapes[name]}
-            dtypes = {v["dtype"] for v in values if v.get("kind") == "tensor"}
-            if len(dtypes) == 1 and not dtypes <= set(FLOATS):
-                spec["dtype"] = dtypes.pop()
+            kept = [v["dtype"] for v in values if v.get("kind") == "tensor"]
+            dtypes = set(kept)
+            if name in fixed:  # SGLang's scale_a/scale_b: float32 whatever the case's dtype
+                spec["dtype"] = fixed[name]
+            elif dtypes and not dtypes & set(FLOATS):
+                spec["dtype"] = max(dict.fromkeys(kept), key=kept.count)
                 spec.update(low=0, high=8)
                 prop.review.append(f"`{name}` is {spec['dtype']}: check `low`/`high` against the values it must hold")
+                if len(dtypes) > 1:  # int8 and float8 inputs of one matmul: one dtype per config entry
+                    prop.review.append(f"`{name}` took {', '.join(sorted(dtypes))} in the tests: proposed "
+                                       f"{spec['dtype']}; calls with another dtype are not replayed")
             if name in optional:
                 spec["when"] = f"has_{name}"
             prop.args[name] = spec
@@ -206,7 +231,7 @@ def from_calls(row: ScanRow, calls: list[dict], limit: int = 4) -> Proposal | No
                                    f"use {usual}, captured cases replay the tests' own; add shapes for the others")
             else:
                 prop.args[name] = {"value": first}
-    floats = sorted({v["dtype"] for c in calls for n in ranks_ok for v in [c["args"][n]]
+    floats = sorted({v["dtype"] for c in calls for n in ranks_ok if n not in fixed for v in [c["args"][n]]
                      if v.get("kind") == "tensor" and v["dtype"] in FLOATS}, key=FLOATS.index)
     prop.dtypes = floats or ["float16"]
     flags = [f"has_{n}" for n in optional]

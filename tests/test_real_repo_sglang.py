@@ -309,3 +309,26 @@ def test_an_entry_that_asserts_its_inputs_are_on_cuda_is_the_environment_on_the_
     assert "the environment, not the kernel" in fault
     assert environment_fault(error, "triton", [rel]) is None
     assert environment_fault(error.replace("x.is_cuda", "x.is_contiguous()"), "interpret", [rel]) is None
+
+
+def test_init_fixes_float32_scales_beside_half_tensors_and_picks_the_usual_integer_dtype(tmp_path):
+    """SGLang's test_triton_scaled_mm: int8 (and once fp8) `input`/`weight`, float32 `scale_a`, float16 `bias`."""
+    from bot.init_config import from_calls
+    from bot.scan import ScanRow
+
+    def tensor(shape, dtype):
+        return {"kind": "tensor", "shape": shape, "dtype": dtype, "stride": [shape[1], 1], "contiguous": True,
+                "offset": 0, "device": "cpu"}
+
+    def call(m, in_dtype):
+        return {"args": {"input": tensor([m, m], in_dtype), "scale_a": tensor([m, 1], "float32"),
+                         "bias": tensor([m, m], "float16")}}
+
+    rel = "python/engine/srt/layers/quant/mm.py"
+    row = ScanRow(kernel="_mm_kernel", file=rel, line=1, autotuned=False, entry=f"{rel}:scaled_mm",
+                  tests=["test/srt/test_mm.py"])
+    prop = from_calls(row, [call(32, "int8"), call(64, "int8"), call(32, "float8_e4m3fn")])
+    assert prop.args["scale_a"]["dtype"] == "float32" and "dtype" not in prop.args["bias"]
+    assert prop.args["input"]["dtype"] == "int8"
+    assert prop.dtypes == ["float16"]
+    assert any("`input` took float8_e4m3fn, int8 in the tests: proposed int8" in r for r in prop.review)
