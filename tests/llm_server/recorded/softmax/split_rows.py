@@ -41,7 +41,7 @@ def _softmax_partials_kernel(x_ptr, pmax_ptr, psum_ptr, stride_x_row, N, SPLITS,
     offs = chunk * BLOCK + tl.arange(0, BLOCK)
     x = tl.load(x_ptr + row * stride_x_row + offs, mask=offs < N, other=-float("inf")).to(tl.float32)
     m = tl.max(x, axis=0)
-    s = tl.sum(tl.exp(x - m), axis=0)
+    s = tl.sum(tl.exp(x - tl.where(m == -float("inf"), 0.0, m)), axis=0)  # a fully masked chunk adds 0, not NaN
     tl.store(pmax_ptr + row * SPLITS + chunk, m)
     tl.store(psum_ptr + row * SPLITS + chunk, s)
 
