@@ -67,10 +67,20 @@ def structured_rows(rows: int, gen: torch.Generator) -> tuple[int, int]:
     return near, wide
 
 
+def config_scalar(value):
+    """A config scalar as the entry takes it: ``torch.float16`` (a string in task.yaml and on the wire) is the
+    dtype (SGLang's ``triton_scaled_mm(..., out_dtype)``); anything else is itself."""
+    if isinstance(value, str) and value.startswith("torch."):
+        dtype = getattr(torch, value[len("torch."):], None)
+        if isinstance(dtype, torch.dtype):
+            return dtype
+    return value
+
+
 def scalar_value(spec: ArgSpec, gen: torch.Generator, device: str, trial: int):
     """A scalar argument: its fixed ``value``, or for a ``range`` one draw per trial (its low end on trial 0)."""
     if spec.range is None:
-        return spec.value
+        return config_scalar(spec.value)
     low, high = spec.range
     if trial == 0:
         return low
@@ -117,7 +127,7 @@ def make_inputs(args: list[ArgSpec], case: Case, device: str, seed: int, trial: 
                 t = make_tensor(spec, shapes[spec.name], dtype, device, gen, trial)
             kwargs[spec.name] = strided(t, getattr(case, "strides", {}).get(spec.name), pad_gen)
         elif spec.name in getattr(case, "values", {}):
-            kwargs[spec.name] = case.values[spec.name]
+            kwargs[spec.name] = config_scalar(case.values[spec.name])
         else:
             kwargs[spec.name] = scalar_value(spec, gen, device, trial)
     return kwargs
@@ -178,12 +188,12 @@ class SlotBank:
         for spec in active_args(args, case):
             if not spec.is_tensor:
                 if spec.name in getattr(case, "values", {}):
-                    values = [case.values[spec.name]]
+                    values = [config_scalar(case.values[spec.name])]
                 elif spec.range:
                     values = list(dict.fromkeys([spec.range[0], spec.range[1]] + [
                         scalar_value(spec, gen, "cpu", 1) for _ in range(RANGE_VALUES - 2)]))
                 else:
-                    values = [spec.value]
+                    values = [config_scalar(spec.value)]
                 for k in range(count):
                     self.slots[k][spec.name] = values[k % len(values)]
 

@@ -249,7 +249,7 @@ class Judge(TimingSteps):
 
         def finite(out, written) -> bool:
             tensors = [t for t in flatten([out, [written.get(n) for n in names]]) if isinstance(t, torch.Tensor)]
-            return all(bool(torch.isfinite(t).all()) for t in tensors if t.dtype.is_floating_point)
+            return all(bool(torch.isfinite(t.float()).all()) for t in tensors if t.dtype.is_floating_point)
 
         self._variant_trial(masked, f"c{index}t{trial}m", finite, tol, (
             f"masked rows (-inf over the first 3/4 of a row of {', '.join(f'`{n}`' for n in changed)}, and at "

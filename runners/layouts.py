@@ -52,7 +52,7 @@ def padding_like(t: torch.Tensor, size: int, gen: torch.Generator, spread: bool 
     flat = t.detach().reshape(-1)
     floating = t.dtype.is_floating_point
     if floating:
-        flat = flat[torch.isfinite(flat)]
+        flat = flat[torch.isfinite(flat.float())]  # float8 has no isfinite of its own
         if not flat.numel():
             return torch.zeros(size, dtype=t.dtype, device=t.device)
 

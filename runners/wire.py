@@ -33,6 +33,8 @@ DTYPES = {
     "float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32, "float64": torch.float64,
     "int8": torch.int8, "int16": torch.int16, "int32": torch.int32, "int64": torch.int64,
     "uint8": torch.uint8, "bool": torch.bool,
+    "float8_e4m3fn": torch.float8_e4m3fn, "float8_e5m2": torch.float8_e5m2,
+    "float8_e4m3fnuz": torch.float8_e4m3fnuz, "float8_e5m2fnuz": torch.float8_e5m2fnuz,
 }
 DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
 
@@ -253,6 +255,8 @@ def encode_value(folder: Path, prefix: str, value, storage: bool = False) -> dic
                                          for n, k in enumerate(sorted(value))}}
     if value is None:
         return {"kind": "none"}
+    if isinstance(value, torch.dtype):
+        return {"kind": "scalar", "value": str(value)}  # "torch.float16": the worker's config_scalar
     if isinstance(value, bool):
         return {"kind": "scalar", "value": value}
     if isinstance(value, numbers.Integral):  # numpy's integers too

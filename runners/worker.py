@@ -25,7 +25,7 @@ import triton
 
 from . import interpreter_shims, launches, preload
 from .compare import flatten
-from .inputs import SlotBank
+from .inputs import SlotBank, config_scalar
 from .task import ArgSpec, Case
 from .timing import (
     SlotTimer,
@@ -115,7 +115,7 @@ class Server:
                 # the judge's buffer as it made it: the view's strides and offset, and the storage's every byte
                 kwargs[name] = read_tensor(meta, self.exchange, 1 << 40, self.device, storage=True)
             else:
-                kwargs[name] = decode_value(meta, self.exchange, 0)
+                kwargs[name] = config_scalar(decode_value(meta, self.exchange, 0))
         return kwargs
 
     def _poison(self, nbytes: int) -> None:
