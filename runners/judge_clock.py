@@ -330,7 +330,8 @@ def _same_kernel(profiled: str, launched: str) -> bool:
 # Kernel names torch.compile (inductor) and the vendor libraries give their kernels: plain identifiers that a
 # candidate's own @triton.jit kernel could take, so that the profile's kernels of a torch-only computation count as
 # its own (tests/test_judge_attacks_round7.py, kernels named after inductor's). Refused where the baseline has none.
-_BORROWED = re.compile(r"^(triton_(poi|per|red|tem|for|unk)_|nvjet_|cutlass_|sm\d+_xmma_|ampere_|volta_|turing_)")
+_BORROWED = re.compile(r"^(triton_(poi|per|red|tem|for|unk)_|cpp_fused_|nvjet_|cutlass_|sm\d+_xmma_|ampere_|volta_"
+                       r"|turing_)")
 
 
 def borrowed_name(name: str) -> bool:

@@ -387,20 +387,14 @@ def test_a_kernel_of_its_own_can_carry_an_inductor_kernels_name(rms_bundle, tmp_
     assert _share(profile, {name}) == 1.0
 
 
+# Was a prediction (H200, not run): runners/judge_clock.py own_kernel_share counts a profiled kernel as the candidate's
+# when its name is one the candidate launched, and this cheat computes RMSNorm with torch.compile and launches
+# one-element kernels of its own under the names inductor gave its kernels (triton_per_fused_...): its own share would
+# be about 1.0 and stage 'kernel' would pass. Candidate kernels may not take inductor's or the vendor libraries' names
+# since (runners/judge_clock.py borrowed_name, checked at the first trial: tests/test_kernel_names.py); not yet run on
+# the GPU.
 @pytest.mark.gpu
 @_needs_gpu
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "prediction (H200), not run: runners/judge_clock.py own_kernel_share counts a profiled kernel as the candidate's "
-    "when _same_kernel(profiled name, launched name) holds: equal names, or the name plus a digit suffix. The "
-    "cheat computes RMSNorm with torch.compile, learns at the first call of each shape the names inductor gave its "
-    "kernels (triton_per_fused_..., plain identifiers), and launches one-element @triton.jit kernels of its own "
-    "package under exactly those names beside the compiled code: its launch record names them, the profile shows "
-    "inductor's kernels under them, its own share is about 1.0 at every case, and stage 'kernel' passes: a "
-    "torch-only computation accepted and credited what inductor's kernels gain over the baseline (about 1x for "
-    "RMSNorm). Fix: identify the candidate's kernels by what its Triton compiled, not by a name it chooses (the "
-    "launch hook records the CompiledKernel's function handle or binary hash, and the profiler's correlation of "
-    "each kernel to its launch is checked against it), or refuse candidate kernel names that library and "
-    "torch.compile kernels use (triton_poi_/triton_per_/triton_red_, nvjet_, sm90_, cutlass)"))
 def test_gpu_kernels_named_after_inductors_are_refused(gpu_rms_evaluator):  # noqa: F811
     ev = gpu_rms_evaluator.evaluate(_source(NAMED), seed=26, time_it=True, trials=2, static_policy=False)
     assert ev.stage not in ("compile", "crashed", "baseline", "correctness"), _gpu_summary(ev)

@@ -9,7 +9,7 @@ from runners.judge_clock import borrowed_name
 
 @pytest.mark.parametrize("name, borrowed", [
     ("triton_per_fused__to_copy_add_mean_mul_pow_rsqrt_0", True), ("triton_poi_fused_mul_1", True),
-    ("triton_red_fused_sum_2", True), ("nvjet_hsh_128x256_64x4_2x1_v_bz_coopA_NNT", True),
+    ("triton_red_fused_sum_2", True), ("cpp_fused_add_0", True), ("nvjet_hsh_128x256_64x4_2x1_v_bz_coopA_NNT", True),
     ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n", True), ("ampere_fp16_s16816gemm_fp16_128x128", True),
     ("_rms_norm_kernel", False), ("gemm_kernel", False), ("triton_rms_norm", False), ("flash_fwd_kernel", False),
 ])
