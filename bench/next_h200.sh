@@ -12,4 +12,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 export TRACK0='python3 bench/commit_check_gpu.py > $DEST/commit-check.json 2>&1; echo "commit check rc=$?"; python3 -m pytest -v -rA --tb=short -m gpu -p no:cacheprovider --timeout=150 tests/test_judge_attacks_round5.py tests/test_judge_attacks_round6.py tests/test_judge_attacks_round7.py tests/test_layout_trials.py tests/test_commitments.py tests/test_kernel_names.py tests/test_output_kinds.py > $DEST/gpu-tests.txt 2>&1; tail -n 40 $DEST/gpu-tests.txt'
 export TRACK1='python3 -m pytest -v -rA --tb=short -m gpu -p no:cacheprovider --timeout=150 tests/test_gpu.py > $DEST/gpu-tests.txt 2>&1; tail -n 30 $DEST/gpu-tests.txt; OUT=$DEST/choice PINS=4 bash bench/autotune_choice_gpu.sh > $DEST/choice.txt 2>&1; tail -n 30 $DEST/choice.txt'
+# On `nvidia-h200` (one GPU) give one track per call: ONLY=0 or ONLY=1.
+[ "${ONLY:-}" = 1 ] && unset TRACK0
+[ "${ONLY:-}" = 0 ] && unset TRACK1
 LIMIT=${LIMIT:-420} bash bench/two_gpu.sh
