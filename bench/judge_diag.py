@@ -32,7 +32,8 @@ def main() -> None:
         for c in r.cases:
             print(f"{name:8s} {c.case:30s} med {c.baseline_us:8.3f}/{c.candidate_us:8.3f} spread "
                   f"{c.baseline_spread:.3f}/{c.candidate_spread:.3f} n={c.samples} slots={c.slots} "
-                  f"judge_ratio {c.judge_ratio:.3f} walls {c.window_ms}", flush=True)
+                  f"judge_ratio {c.judge_ratio if c.judge_ratio is None else round(c.judge_ratio, 3)} "
+                  f"walls {c.window_ms} oracle parts {c.window_parts} {c.message}", flush=True)
 
 
 if __name__ == "__main__":

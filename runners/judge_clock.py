@@ -190,7 +190,7 @@ class TimingSteps:
         per_slot = self._per_call_bytes(case)
         # at least two slots a round (a few hundred MB each at prefill sizes), within the fetch budget otherwise
         reveal = min(count, max(2, p.max_fetch_bytes // per_slot), p.reveal_slots)
-        walls_b, walls_c, passes_b, shaveable_b, leads_b = [], [], [], [], []
+        walls_b, walls_c, passes_b, shaveable_b, leads_b, parts_b = [], [], [], [], [], []
         for round_ in range(p.window_rounds):
             seed = trial_seed(secret, 50_000 + round_, index)
             key = trial_seed(secret, 65_000 + round_, index)  # the commitments' key, sent with the timed request
@@ -210,6 +210,8 @@ class TimingSteps:
             # some cheaper way) and so take off the time the judge credits to its pass: the oracle's, measured.
             shaveable_b.append(float(oracle_reply.get("lead_us", 0.0)) + float(oracle_reply.get("commit_us", 0.0)))
             leads_b.append(float(oracle_reply.get("lead_us", 0.0)))
+            parts_b.append({part: round(float(oracle_reply.get(f"{part}_us", 0.0)) / 1000, 4)
+                            for part in ("pass", "fill", "commit", "lead")})
             root = replies["candidate"].get("commitment")
             if type(root) is not int:
                 raise Refusal("timing", "the judge's window ended without a commitment to every slot's outputs")
@@ -249,6 +251,7 @@ class TimingSteps:
         for worker in (self.oracle, self.candidate):
             worker.request("release")
         result.window_ms = [round(w / 1000, 4) for w in walls_b + walls_c]
+        result.window_parts = parts_b
         verdict = corroborate(walls_b, passes_b, walls_c, result.baseline_us, result.candidate_us,
                               p.corroboration_tolerance, p.clock_jitter_us, shaveable_b, count, leads_b)
         if verdict.resolved:

@@ -151,6 +151,32 @@ def test_the_plan_with_its_constants_on_the_device_gives_the_same_integers():
     assert torch.equal(direct, plan.hashes(41)) and direct.tolist() == commitments(outputs, 41)
 
 
+@pytest.mark.parametrize("words", [128, 192, 2048, 3072, 1 << 13])
+def test_the_tree_kernel_gives_the_torch_trees_integers(monkeypatch, words):
+    """runners/hash_tree.py: the first levels of the tree in one Triton kernel (what a CUDA worker runs on rows of
+    whole blocks of 64-1024 words), here under the interpreter, give the integers of the torch tree, for the direct
+    constants and for a captured plan's table; a row's hash does not depend on the other rows."""
+    from runners import hash_tree
+    from runners.timing import _hash_rows, _Keyed, hash_rows
+
+    gen = torch.Generator().manual_seed(words)
+    block = torch.randint(-2**62, 2**62, (3, words), generator=gen, dtype=torch.int64)
+    block[1, ::7] = -1  # all bits set: wrapping in every op
+    nbytes = 8 * words - 5
+    want = hash_rows(block, nbytes, 17)
+    assert not hash_tree.levels(block)  # a CPU block goes the torch way unless told
+    monkeypatch.setattr(hash_tree, "INTERPRETED", True)
+    assert hash_tree.levels(block) == {128: 6, 192: 6, 2048: 10, 3072: 10, 8192: 10}[words]
+    assert torch.equal(hash_rows(block, nbytes, 17), want)
+    assert torch.equal(hash_rows(block[1:2].contiguous(), nbytes, 17), want[1:2])
+    first = _Keyed(17)
+    hash_rows(block, nbytes, 17)
+    _hash_rows(block, nbytes, first)
+    table = _Keyed.values(17, first.asked)
+    assert torch.equal(_hash_rows(block, nbytes, _Keyed(17, table, dict(first.asked))), want)
+    assert not torch.equal(hash_rows(block, nbytes, 18), want)
+
+
 _needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (see bench/gpu_checks.sh)")
 
 
