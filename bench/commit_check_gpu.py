@@ -40,6 +40,7 @@ def check() -> dict:
         out["checks"][f"captured plan key {key}"] = same
     out["captured"] = plan.graph is not None
     for what, outs in (("64 MB, 1 slot", [torch.randn(32 << 20, device="cuda").half()]),
+                       ("48 slots of 64 MB", [torch.randn(32 << 20, device="cuda").half() for _ in range(48)]),
                        ("8192 slots of 8 KB", [torch.randn(4096, device="cuda").half() for _ in range(8192)])):
         plan = CommitPlan(outs, capture=True)
         plan.hashes(1)

@@ -79,12 +79,11 @@ def hash_rows(words: torch.Tensor, nbytes: int, key: int) -> torch.Tensor:
 
 def _hash_rows(words: torch.Tensor, nbytes: int, k: _Keyed) -> torch.Tensor:
     x, level = words, 0
-    first = hash_tree.levels(x)
-    if first:  # the first levels in one pass over memory (CUDA), the same integers
-        alphas = [k(lv, odd=True) for lv in range(first)]
+    while count := hash_tree.step(x):  # up to three levels a pass over memory (CUDA): the same integers
+        alphas = [k(level + i, odd=True) for i in range(count)]
         alphas = torch.stack(alphas) if isinstance(alphas[0], torch.Tensor) else \
             torch.tensor(alphas, dtype=torch.int64).to(x.device)
-        x, level = hash_tree.first_levels(x, alphas), first
+        x, level = hash_tree.fold_levels(x, alphas), level + count
     while x.shape[1] > 1:
         if x.shape[1] % 2:
             x = torch.nn.functional.pad(x, (0, 1))

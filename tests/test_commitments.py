@@ -151,10 +151,10 @@ def test_the_plan_with_its_constants_on_the_device_gives_the_same_integers():
     assert torch.equal(direct, plan.hashes(41)) and direct.tolist() == commitments(outputs, 41)
 
 
-@pytest.mark.parametrize("words", [128, 192, 2048, 3072, 1 << 13])
+@pytest.mark.parametrize("words", [512, 520, 1030, 3072, 1 << 13])
 def test_the_tree_kernel_gives_the_torch_trees_integers(monkeypatch, words):
-    """runners/hash_tree.py: the first levels of the tree in one Triton kernel (what a CUDA worker runs on rows of
-    whole blocks of 64-1024 words), here under the interpreter, give the integers of the torch tree, for the direct
+    """runners/hash_tree.py: levels of the tree, up to three a launch, in a Triton kernel (what a CUDA worker runs
+    on rows of 512 words or more), here under the interpreter, give the integers of the torch tree, for the direct
     constants and for a captured plan's table; a row's hash does not depend on the other rows."""
     from runners import hash_tree
     from runners.timing import _hash_rows, _Keyed, hash_rows
@@ -164,9 +164,9 @@ def test_the_tree_kernel_gives_the_torch_trees_integers(monkeypatch, words):
     block[1, ::7] = -1  # all bits set: wrapping in every op
     nbytes = 8 * words - 5
     want = hash_rows(block, nbytes, 17)
-    assert not hash_tree.levels(block)  # a CPU block goes the torch way unless told
+    assert not hash_tree.step(block)  # a CPU block goes the torch way unless told
     monkeypatch.setattr(hash_tree, "INTERPRETED", True)
-    assert hash_tree.levels(block) == {128: 6, 192: 6, 2048: 10, 3072: 10, 8192: 10}[words]
+    assert hash_tree.step(block) == {512: 3, 520: 3, 1030: 1, 3072: 3, 8192: 3}[words]
     assert torch.equal(hash_rows(block, nbytes, 17), want)
     assert torch.equal(hash_rows(block[1:2].contiguous(), nbytes, 17), want[1:2])
     first = _Keyed(17)
