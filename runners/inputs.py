@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from .layouts import masked_rows, row_padded, strided  # noqa: F401 (masked_rows, row_padded: re-exported)
+from .layouts import strided
 from .recorded import tensor as recorded_tensor
 from .recorded import value_sets
 from .shapes import eval_dim
@@ -27,6 +27,13 @@ NEAR_ZERO = 1e-4
 DYNAMIC_LOG10 = (-2.0, 1.5)
 
 
+def log_uniform(bounds: tuple[float, float], size, gen: torch.Generator, device) -> torch.Tensor:
+    """Factors spread evenly over orders of magnitude: 10 ** U(lo, hi), ``size`` of them (the trials' and the
+    window's hard values draw theirs here)."""
+    lo, hi = bounds
+    return 10 ** (lo + (hi - lo) * torch.rand(size, generator=gen, device=device))
+
+
 def make_tensor(spec: ArgSpec, shape: tuple[int, ...], dtype: torch.dtype, device: str, gen: torch.Generator,
                 trial: int = 0):
     if not dtype.is_floating_point:
@@ -48,14 +55,11 @@ def make_tensor(spec: ArgSpec, shape: tuple[int, ...], dtype: torch.dtype, devic
             # some trial (one wide row a trial left a kernel safe on the first and last rows only passing often)
             chosen = torch.rand(rows.shape[0], generator=gen, device=device) < 0.5
             chosen[near], chosen[wide] = False, True
-            lo, hi = DYNAMIC_LOG10
-            factors = 10 ** (lo + (hi - lo) * torch.rand(rows.shape, generator=gen, device=device))
-            rows[chosen] *= factors[chosen]
+            rows[chosen] *= log_uniform(DYNAMIC_LOG10, rows.shape, gen, device)[chosen]
         elif t.numel() >= 2:  # one row (decode) or 1-D: half of it, at a drawn place, of a large dynamic range
             flat, width = t.reshape(-1), max(1, t.numel() // 2)
             start = int(torch.randint(t.numel() - width + 1, (1,), generator=gen, device=device))
-            lo, hi = DYNAMIC_LOG10
-            flat[start:start + width] *= 10 ** (lo + (hi - lo) * torch.rand(width, generator=gen, device=device))
+            flat[start:start + width] *= log_uniform(DYNAMIC_LOG10, width, gen, device)
     return t.to(dtype)
 
 
@@ -226,8 +230,7 @@ class SlotBank:
             elif spec.dist == "uniform":
                 block.uniform_(spec.low, spec.high, generator=gen)
             elif self.per_slot_scales and spec.vary:
-                lo, hi = SCALE_LOG10
-                scales = 10 ** (lo + (hi - lo) * torch.rand((block.shape[0], 1), generator=gen, device=self.device))
+                scales = log_uniform(SCALE_LOG10, (block.shape[0], 1), gen, self.device)
                 block.normal_(generator=gen)
                 block.mul_((scales * spec.scale).to(block.dtype))
             else:
@@ -256,8 +259,6 @@ class SlotBank:
             numel *= d
         if numel < 2:
             return
-        lo, hi = DYNAMIC_LOG10
-        slo, shi = SCALE_LOG10
         one_row = len(shape) < 2 or shape[0] < 2  # decode or 1-D: a wide segment, an eighth of the slot at most
         width = min(numel, max(64, numel // 8)) if one_row else numel // shape[0]
         for parity in (0, 1):  # even and odd slots, each their own rows
@@ -268,8 +269,8 @@ class SlotBank:
                 near, row = structured_rows(shape[0], host)
                 wide = row * width
                 slots[:, near * width:(near + 1) * width].mul_(NEAR_ZERO)
-            own = 10 ** (slo + (shi - slo) * torch.rand((slots.shape[0], 1), generator=gen, device=self.device))
-            factors = 10 ** (lo + (hi - lo) * torch.rand(width, generator=gen, device=self.device))
+            own = log_uniform(SCALE_LOG10, (slots.shape[0], 1), gen, self.device)
+            factors = log_uniform(DYNAMIC_LOG10, width, gen, self.device)
             slots[:, wide:wide + width].mul_((own / scale * factors).to(block.dtype))
 
 
