@@ -1,0 +1,174 @@
+"""Round 8: attacks on what the tolerance lets through at the judge's own small scales, on the own-kernel share's
+name rule (a kernel named after the front of inductor's and the libraries' names), and on what the timed calls of a
+range scalar leave uncharged (work a candidate does once per new value).
+
+As in the earlier rounds (tests/test_judge_attacks*.py): each cheat is in tests/cheats/round8_*.py and runs past the
+static policy (the judge must hold on its own); a control shows what it does outside the judge; the judge's verdict
+is asserted as a refusal, and where the judge lets it through today the test is ``xfail(strict=True)`` with the
+mechanism, what it was credited and the fix in the reason. GPU forms are gpu-marked (skipped without CUDA), their
+predictions in the reasons.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import CHEATS
+from test_judge_attacks_round4 import _gpu_summary, _import, _needs_gpu, _source, gpu_rms_evaluator  # noqa: F401
+from test_judge_attacks_round7 import _load, _summary
+
+from runners.compare import compare_outputs
+from runners.inputs import SCALE_LOG10
+from runners.task import DEFAULT_TOLERANCES
+
+# ---- 1. outputs below the absolute tolerance written as zeros ------------------------------------------------------
+
+_SILU_MUL = '''"""silu(x) * y, row by row."""
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _silu_mul_kernel(x_ptr, y_ptr, out_ptr, stride_x, stride_y, stride_o, N, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    offs = tl.arange(0, BLOCK)
+    mask = offs < N
+    x = tl.load(x_ptr + row * stride_x + offs, mask=mask, other=0.0).to(tl.float32)
+    y = tl.load(y_ptr + row * stride_y + offs, mask=mask, other=0.0).to(tl.float32)
+    out = x / (1.0 + tl.exp(-x)) * y
+    tl.store(out_ptr + row * stride_o + offs, out.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def silu_mul(x, y):
+    rows, n = x.shape
+    out = torch.empty((rows, n), dtype=x.dtype, device=x.device)
+    _silu_mul_kernel[(rows,)](x, y, out, x.stride(0), y.stride(0), out.stride(0), n,
+                              BLOCK=triton.next_power_of_2(n))
+    return out
+'''
+_SILU_MODULE = "acts/silu_mul.py"
+ZEROS = "round8_zeros_below_the_absolute_tolerance.py"
+
+
+def silu_mul_bundle(dest):
+    """A bundle for ``silu_mul(x, y)`` (float16 rows; both inputs vary)."""
+    from runners.task import ArgSpec, Case, TaskSpec, write_task
+
+    (dest / "baseline" / "acts").mkdir(parents=True)
+    (dest / "baseline" / _SILU_MODULE).write_text(_SILU_MUL)
+    spec = TaskSpec(kernel="silu_mul", module=_SILU_MODULE, entry="silu_mul", files=[_SILU_MODULE],
+                    args=[ArgSpec("x", shape=["T", "H"]), ArgSpec("y", shape=["T", "H"])],
+                    cases=[Case(symbols={"T": 4, "H": 64}, dtype="float16")])
+    write_task(dest, spec)
+    return dest
+
+
+@pytest.fixture(scope="module")
+def silu_bundle(tmp_path_factory):
+    return silu_mul_bundle(tmp_path_factory.mktemp("r8-silu"))
+
+
+@pytest.fixture(scope="module")
+def zeros_runs(silu_bundle) -> dict:
+    from runners.sandbox import Evaluator
+
+    with Evaluator(silu_bundle, "interpret", timeout=120, trials=3, spare=False) as ev:
+        return {"baseline": ev.evaluate(ev.baseline, seed=81, time_it=False),
+                "cheat": ev.evaluate(_source(ZEROS), seed=82, time_it=False, static_policy=False)}
+
+
+def test_zeros_below_the_atol_are_the_whole_output_at_the_judges_low_scales(silu_bundle):
+    """Control, outside the judge: at unit scale the cheat zeroes only outputs near zero; with ``x`` at the low end
+    of the judge's own scale range (10^-3, runners/inputs.py SCALE_LOG10) and ``y`` at 10^-1 every output is zero
+    while the reference's are not (a relative error of 100 %), and the float16 tolerance still passes it: every
+    zeroed element is within the absolute 1e-3."""
+    base = _load(silu_bundle / "baseline" / _SILU_MODULE, "r8_silu_base")
+    cheat = _load(CHEATS / ZEROS, "r8_silu_cheat")
+    tol = DEFAULT_TOLERANCES["float16"]
+    g = torch.Generator().manual_seed(3)
+    x, y = torch.randn(8, 64, generator=g), torch.randn(8, 64, generator=g)
+    unit_ref, unit_got = base.silu_mul(x.half(), y.half()), cheat.silu_mul(x.half(), y.half())
+    assert compare_outputs(unit_got, unit_ref, tol).ok
+    assert float((unit_got == 0).float().mean()) < 0.05  # right at unit scale
+    small_x, small_y = (x * 10 ** SCALE_LOG10[0]).half(), (y * 0.1).half()  # each input its own factor, as a trial
+    ref, got = base.silu_mul(small_x, small_y), cheat.silu_mul(small_x, small_y)
+    assert float((ref != 0).float().mean()) > 0.95 and bool((got == 0).all())
+    assert float((got.float() - ref.float()).norm() / ref.float().norm()) == 1.0
+    assert compare_outputs(got, ref, tol).ok
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "runners/compare.py compare_tensor holds every element to `atol + rtol*|ref|` with the dtype's atol (float16 1e-3) "
+    "as an absolute number, while the later trials scale the inputs down to 10^-3 (runners/inputs.py SCALE_LOG10): "
+    "there every reference output is below atol and any answer in [0, 2*ref] passes. This silu_mul writes zeros for "
+    "every |output| < 0.9e-3 (the whole output at a caller's small activations) and is ok at every trial. Fix: in "
+    "runners/judge.py check_case keep trial 0's output_scale(ref) and, for every later trial and variant trial, "
+    "compare with atol scaled by min(1, output_scale(ref of this trial) / output_scale(ref of trial 0)) per output "
+    "(compare.compare_tensor: `bound = tol.atol * scale + tol.rtol * |r|`), or add an aggregate check per floating "
+    "output, `||out - ref||_2 <= max(rtol, eps of the dtype) * ||ref||_2` on the finite entries"))
+def test_zeros_below_the_atol_are_refused(zeros_runs):
+    assert zeros_runs["baseline"].ok, _summary(zeros_runs["baseline"])
+    ev = zeros_runs["cheat"]
+    assert ev.stage not in ("compile", "crashed", "baseline"), _summary(ev)
+    assert not ev.ok and ev.stage == "correctness", _summary(ev)
+
+
+# ---- 2. a kernel of its own named `triton`: the front of every inductor kernel's name ---------------------------
+
+TRITON_NAMED = "round8_kernel_named_triton.py"
+
+
+@pytest.fixture(scope="module")
+def triton_named_run(rms_evaluator):
+    return rms_evaluator.evaluate(_source(TRITON_NAMED), seed=83, time_it=False, trials=2, static_policy=False)
+
+
+def test_a_kernel_named_triton_claims_inductors_kernels(rms_bundle, tmp_path):
+    """Control, without a GPU: the cheat's own kernel is recorded as ``triton`` of its package and runs; the name is
+    not one ``borrowed_name`` refuses; and the share rule counts inductor's RMSNorm kernel (and cuBLAS's Ampere GEMM
+    for a kernel named ``ampere``) as the candidate's own: on a profile where inductor's kernel does all the work and
+    the token launch costs 1 %, the own share is 1.0. A kernel named like a real Triton kernel keeps its suffix rule."""
+    from runners.judge_clock import _share, borrowed_name
+    from runners.task import read_task
+
+    cheat = _import(rms_bundle, read_task(rms_bundle).module, _source(TRITON_NAMED), tmp_path)
+    fn = cheat.triton.fn  # what runners/launches.py records: (fn.__module__, fn.__name__)
+    assert fn.__name__ == "triton" and fn.__module__.startswith(cheat.__package__.split(".")[0] + ".")
+    x, w = torch.randn(3, 64), torch.rand(64) + 0.5
+    want = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w
+    assert torch.allclose(cheat.rms_norm(x, w), want, atol=1e-5)
+    assert not borrowed_name("triton") and not borrowed_name("ampere") and not borrowed_name("sm90")
+    inductor = "triton_red_fused__to_copy_add_mean_mul_pow_rsqrt_0"
+    assert borrowed_name(inductor)
+    assert _share([(inductor, 99.0), ("triton", 1.0)], {"triton"}) == 1.0
+    gemm = "ampere_fp16_s16816gemm_fp16_128x128_ldg8_f2f_stages_32x5_nn"
+    assert _share([(gemm, 99.0), ("ampere", 1.0)], {"ampere"}) == 1.0
+    assert _share([("_rms_norm_kernel_0d1d2d3de", 99.0), ("aten::mul", 1.0)], {"_rms_norm_kernel"}) == 0.99
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "runners/judge_clock.py borrowed_name refuses `triton_poi_`/`triton_per_`/... names only, and _same_kernel counts "
+    "a profiled kernel `<own>_<lowercase identifier with a digit>` as the candidate's: a kernel named `triton` is "
+    "accepted (ok on the CPU, where the launch record is all there is) and on the GPU would claim every kernel "
+    "torch.compile generates (share ~100 %, stage `kernel` passed by a torch-only computation). Fix: _same_kernel "
+    "accepts only Triton's specialisation suffix, `re.fullmatch(r'\\d[0-9a-z]*', suffix)` (no underscore, starts "
+    "with a digit); and borrowed_name also refuses a name that some library or inductor name extends by `_`: "
+    "`_BORROWED.match(name + '_poi_')` or name in {'triton', 'sm90', 'sm80', 'ampere', 'volta', 'turing', 'cutlass', "
+    "'nvjet'} (the prefixes of _BORROWED up to their first `_`)"))
+def test_a_kernel_named_triton_is_refused(triton_named_run):
+    ev = triton_named_run
+    assert ev.stage not in ("compile", "crashed", "baseline", "correctness"), _summary(ev)
+    assert not ev.ok and ev.stage == "kernel", _summary(ev)
+
+
+# Prediction (H200, not run): with torch.compile on CUDA the profile holds `triton_red_fused_..._0` (inductor's) and
+# `triton` (the token): `_share` gives ~1.0 against the baseline's ~1.0, stage `kernel` passes, and the candidate is
+# credited whatever inductor's kernel gains over the baseline's (an optimisation that is not a Triton kernel of its
+# own). With the fix it is refused at stage `kernel` at the first trial.
+@pytest.mark.gpu
+@_needs_gpu
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason="predicted: accepted on the GPU until the fix above")
+def test_gpu_a_kernel_named_triton_is_refused(gpu_rms_evaluator):  # noqa: F811
+    ev = gpu_rms_evaluator.evaluate(_source(TRITON_NAMED), seed=84, time_it=True, trials=2, static_policy=False)
+    assert ev.stage not in ("compile", "crashed", "baseline", "correctness"), _gpu_summary(ev)
+    assert not ev.ok and ev.stage == "kernel", _gpu_summary(ev)
