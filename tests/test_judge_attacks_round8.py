@@ -10,6 +10,8 @@ predictions in the reasons.
 """
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 from conftest import CHEATS
@@ -172,3 +174,72 @@ def test_gpu_a_kernel_named_triton_is_refused(gpu_rms_evaluator):  # noqa: F811
     ev = gpu_rms_evaluator.evaluate(_source(TRITON_NAMED), seed=84, time_it=True, trials=2, static_policy=False)
     assert ev.stage not in ("compile", "crashed", "baseline", "correctness"), _gpu_summary(ev)
     assert not ev.ok and ev.stage == "kernel", _gpu_summary(ev)
+
+
+# ---- 3. tuning at every new value of a range scalar: a cost the judge never times ----------------------------------
+
+TUNES = "round8_tunes_at_every_new_scalar_value.py"
+
+
+@pytest.fixture(scope="module")
+def head_bundle(tmp_path_factory):
+    from test_judge_attacks_round7 import head_max_bundle
+
+    return head_max_bundle(tmp_path_factory.mktemp("r8-head"))
+
+
+@pytest.fixture(scope="module")
+def tunes_run(head_bundle, tmp_path_factory) -> dict:
+    from test_judge_attacks_round4 import _timed_judge
+    from test_judge_attacks_round7 import HEAD_SYMBOLS
+
+    [run] = _timed_judge(head_bundle, tmp_path_factory.mktemp("r8-tunes"),
+                         [(_source(TUNES), "verify", 85, {"max_slots": 2, "max_window_slots": 4,
+                                                          "reveal_slots": 4})], HEAD_SYMBOLS)
+    return run
+
+
+def test_the_per_value_tuner_is_slow_at_every_new_value(head_bundle, tmp_path):
+    """Control, outside the judge (the CPU interpreter, host time): right for every n; at a value it has met before
+    no slower than the baseline (what every timed call of the judge is), and at a value it has not met (what a
+    caller whose n varies passes) several times slower than the baseline."""
+    import time
+
+    from test_judge_attacks_round7 import _HEAD_MODULE
+
+    base = _import(head_bundle, _HEAD_MODULE, None, tmp_path)
+    cheat = _import(head_bundle, _HEAD_MODULE, _source(TUNES), tmp_path)
+    x = torch.randn(4, 512, generator=torch.Generator().manual_seed(5))
+    for n in (1, 7, 200, 512):
+        assert torch.equal(cheat.head_max(x, n), base.head_max(x, n))
+
+    def per_call(fn, n, calls=3) -> float:
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn(x, n)
+        return (time.perf_counter() - t0) / calls
+
+    base.head_max(x, 300)
+    assert per_call(cheat.head_max, 200) < 1.5 * per_call(base.head_max, 200)  # met before: tuned
+    fresh = [301, 333, 377, 411, 457]
+    t0 = time.perf_counter()
+    for n in fresh:
+        cheat.head_max(x, n)
+    first = (time.perf_counter() - t0) / len(fresh)
+    assert first > 4 * per_call(base.head_max, 300)
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "the judge never times a call at a range scalar's value that the candidate has not met: the timed slots' four "
+    "values (runners/inputs.py SlotBank, from `7919 + count`, public) are each warmed up before the clock "
+    "(runners/timing.py SlotTimer.prepare), and the correctness trials' fresh values are not timed; this head_max "
+    "tunes its block size at every new n (~20 calls' worth; a compile or an autotune per value on the GPU) and is "
+    "accepted, timed only at its tuned values. Fix: after the correctness trials, a fresh-value probe per case with "
+    "a `range:` scalar: both workers called once at K (e.g. 4) values drawn from the secret that no slot or trial "
+    "used, each call's wall time by the judge's clock (synchronised, per call); refuse at stage `timing` (or credit "
+    "no speedup) when the candidate's median first call exceeds the oracle's by more than a slack for Triton's own "
+    "specialisations (e.g. 3x + 1 ms); and draw the window's range values from the window's secret seed"))
+def test_tuning_at_every_new_scalar_value_is_refused(tunes_run):
+    ev = tunes_run
+    assert ev["stage"] not in ("compile", "crashed", "baseline", "correctness", "kernel"), ev
+    assert not ev["ok"], json.dumps(ev)
