@@ -18,6 +18,8 @@ import triton.language as tl
 
 MIN_WORDS = 512  # rows narrower than this stay with the torch tree (a few launches' worth of work)
 INTERPRETED = False  # tests set it: the kernel under TRITON_INTERPRET=1 on CPU tensors, to check it against torch
+BROKEN: list[str] = []  # why the kernel could not run in this process (a backend that cannot compile it): the torch
+# tree then does every level, the same integers, slower
 
 
 @triton.jit
@@ -58,7 +60,7 @@ def step(words: torch.Tensor) -> int:
     0 where the torch tree should go on (under MIN_WORDS, odd n, not contiguous, or on a CPU, where the torch tree is
     cheaper than the interpreter)."""
     n = words.shape[1]
-    if not (words.is_cuda or INTERPRETED) or not words.is_contiguous() or n < MIN_WORDS or n % 2:
+    if BROKEN or not (words.is_cuda or INTERPRETED) or not words.is_contiguous() or n < MIN_WORDS or n % 2:
         return 0
     return 3 if n % 8 == 0 else 2 if n % 4 == 0 else 1
 

@@ -83,7 +83,11 @@ def _hash_rows(words: torch.Tensor, nbytes: int, k: _Keyed) -> torch.Tensor:
         alphas = [k(level + i, odd=True) for i in range(count)]
         alphas = torch.stack(alphas) if isinstance(alphas[0], torch.Tensor) else \
             torch.tensor(alphas, dtype=torch.int64).to(x.device)
-        x, level = hash_tree.fold_levels(x, alphas), level + count
+        try:
+            x, level = hash_tree.fold_levels(x, alphas), level + count
+        except Exception as exc:  # noqa: BLE001 - a backend that cannot compile it: the torch levels below
+            hash_tree.BROKEN.append(f"{type(exc).__name__}: {exc}"[:300])
+            break
     while x.shape[1] > 1:
         if x.shape[1] % 2:
             x = torch.nn.functional.pad(x, (0, 1))

@@ -177,6 +177,25 @@ def test_the_tree_kernel_gives_the_torch_trees_integers(monkeypatch, words):
     assert not torch.equal(hash_rows(block, nbytes, 18), want)
 
 
+def test_a_tree_kernel_that_cannot_run_leaves_the_torch_tree(monkeypatch):
+    """A backend that cannot compile the kernel (runners/hash_tree.py) costs speed, not the commitment: the failure
+    is recorded once and the torch tree does every level, the same integers."""
+    from runners import hash_tree
+    from runners.timing import hash_rows
+
+    block = torch.randint(-2**62, 2**62, (2, 1024), generator=torch.Generator().manual_seed(3), dtype=torch.int64)
+    want = hash_rows(block, 8 * 1024, 5)
+    monkeypatch.setattr(hash_tree, "INTERPRETED", True)
+    monkeypatch.setattr(hash_tree, "BROKEN", [])
+
+    def cannot(*args, **kwargs):
+        raise RuntimeError("no such instruction on this backend")
+
+    monkeypatch.setattr(hash_tree, "fold_levels", cannot)
+    assert torch.equal(hash_rows(block, 8 * 1024, 5), want)
+    assert hash_tree.BROKEN and "no such instruction" in hash_tree.BROKEN[0] and not hash_tree.step(block)
+
+
 _needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (see bench/gpu_checks.sh)")
 
 
