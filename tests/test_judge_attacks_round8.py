@@ -243,3 +243,89 @@ def test_tuning_at_every_new_scalar_value_is_refused(tunes_run):
     ev = tunes_run
     assert ev["stage"] not in ("compile", "crashed", "baseline", "correctness", "kernel"), ev
     assert not ev["ok"], json.dumps(ev)
+
+
+# ---- 4. a float64 output computed in float32 ------------------------------------------------------------------------
+
+_ROW_SUMS = '''"""Each row's sum, accumulated and returned in float64."""
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _row_sums_kernel(x_ptr, out_ptr, stride, N, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * stride + offs, mask=offs < N, other=0.0).to(tl.float64)
+    tl.store(out_ptr + row, tl.sum(x, axis=0))
+
+
+def row_sums(x):
+    rows, n = x.shape
+    out = torch.empty(rows, dtype=torch.float64, device=x.device)
+    _row_sums_kernel[(rows,)](x, out, x.stride(0), n, BLOCK=triton.next_power_of_2(n))
+    return out
+'''
+_SUMS_MODULE = "stats/row_sums.py"
+SUMS64 = "round8_float64_sum_in_float32.py"
+
+
+def row_sums_bundle(dest):
+    """A bundle for ``row_sums(x)`` (float32 rows in, a float64 sum per row out)."""
+    from runners.task import ArgSpec, Case, TaskSpec, write_task
+
+    (dest / "baseline" / "stats").mkdir(parents=True)
+    (dest / "baseline" / _SUMS_MODULE).write_text(_ROW_SUMS)
+    spec = TaskSpec(kernel="row_sums", module=_SUMS_MODULE, entry="row_sums", files=[_SUMS_MODULE],
+                    args=[ArgSpec("x", shape=["T", "H"])], cases=[Case(symbols={"T": 6, "H": 256}, dtype="float32")])
+    write_task(dest, spec)
+    return dest
+
+
+@pytest.fixture(scope="module")
+def sums_bundle(tmp_path_factory):
+    return row_sums_bundle(tmp_path_factory.mktemp("r8-sums"))
+
+
+@pytest.fixture(scope="module")
+def sums_runs(sums_bundle) -> dict:
+    from runners.sandbox import Evaluator
+
+    with Evaluator(sums_bundle, "interpret", timeout=120, trials=2, spare=False) as ev:
+        return {"baseline": ev.evaluate(ev.baseline, seed=86, time_it=False),
+                "cheat": ev.evaluate(_source(SUMS64), seed=87, time_it=False, static_policy=False)}
+
+
+def test_a_float64_sum_in_float32_carries_float32s_error(sums_bundle):
+    """Control, outside the judge: the baseline's float64 sums are exact to float64 (against torch's), the cheat's
+    off by ~1e-7 of their value: far past any float64 tolerance, within float32's, which the judge applies to a
+    float64 output of a float32 case (DEFAULT_TOLERANCES has no float64)."""
+    from runners.task import Tolerance, read_task
+
+    base = _load(sums_bundle / "baseline" / _SUMS_MODULE, "r8_sums_base")
+    cheat = _load(CHEATS / SUMS64, "r8_sums_cheat")
+    x = torch.randn(6, 256, generator=torch.Generator().manual_seed(4)) * 10
+    want = x.double().sum(-1)
+    ref, got = base.row_sums(x), cheat.row_sums(x)
+    assert ref.dtype == got.dtype == torch.float64
+    assert float(((ref - want).abs() / want.abs()).max()) < 1e-14
+    assert float(((got - want).abs() / want.abs()).max()) > 1e-9
+    assert "float64" not in DEFAULT_TOLERANCES
+    assert read_task(sums_bundle).tolerances_for("float32")(torch.float64) == DEFAULT_TOLERANCES["float32"]
+    assert compare_outputs(got, ref, read_task(sums_bundle).tolerances_for("float32")).ok
+    assert not compare_outputs(got, ref, Tolerance(atol=1e-12, rtol=1e-12)).ok
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "runners/task.py TaskSpec.tolerances_for gives a dtype that neither the config nor DEFAULT_TOLERANCES names the "
+    "case's tolerance: a float64 output of a float32 case is held to float32's 1e-5 (of a float16 case to "
+    "float16's 4e-3). This row_sums sums in float32 and casts to float64 (relative error ~1e-7) and is ok. Fix: "
+    "add `\"float64\": Tolerance(atol=1e-12, rtol=1e-12)` to DEFAULT_TOLERANCES, and in tolerances_for give an "
+    "unknown floating dtype the tolerance of the known dtype with the nearest torch.finfo(dtype).eps at or below its "
+    "own (never a looser one than its precision), not the case's"))
+def test_a_float64_sum_in_float32_is_refused(sums_runs):
+    assert sums_runs["baseline"].ok, _summary(sums_runs["baseline"])
+    ev = sums_runs["cheat"]
+    assert ev.stage not in ("compile", "crashed", "baseline"), _summary(ev)
+    assert not ev.ok and ev.stage == "correctness", _summary(ev)
