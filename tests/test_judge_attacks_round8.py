@@ -329,3 +329,103 @@ def test_a_float64_sum_in_float32_is_refused(sums_runs):
     ev = sums_runs["cheat"]
     assert ev.stage not in ("compile", "crashed", "baseline"), _summary(ev)
     assert not ev.ok and ev.stage == "correctness", _summary(ev)
+
+
+# ---- 5. numbers outside the window's commitments ------------------------------------------------------------------
+
+_CLIP_COUNT = '''"""Clip to [-bound, bound], and say how many elements were clipped."""
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _clip_kernel(x_ptr, y_ptr, count_ptr, N, bound, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < N
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0)
+    tl.store(y_ptr + offs, tl.minimum(tl.maximum(x, -bound), bound), mask=mask)
+    clipped = tl.where(mask & (tl.abs(x) > bound), 1, 0)
+    tl.atomic_add(count_ptr, tl.sum(clipped, axis=0))
+
+
+def clip_count(x, bound):
+    y = torch.empty_like(x)
+    counter = torch.zeros(1, dtype=torch.int32, device=x.device)
+    n = x.numel()
+    _clip_kernel[(triton.cdiv(n, 1024),)](x, y, counter, n, bound, BLOCK=1024)
+    return y, int(counter.item())
+'''
+_CLIP_MODULE = "ops/clip_count.py"
+CLIP_SYMBOLS = {"N": 4096}
+NUMBERS = "round8_numbers_outside_the_commitment.py"
+
+
+def clip_count_bundle(dest):
+    """A bundle for ``clip_count(x, bound)`` (a float32 vector, ``bound`` fixed at 1.5): a tensor and an int out."""
+    from runners.task import ArgSpec, Case, TaskSpec, write_task
+
+    (dest / "baseline" / "ops").mkdir(parents=True)
+    (dest / "baseline" / _CLIP_MODULE).write_text(_CLIP_COUNT)
+    spec = TaskSpec(kernel="clip_count", module=_CLIP_MODULE, entry="clip_count", files=[_CLIP_MODULE],
+                    args=[ArgSpec("x", shape=["N"]), ArgSpec("bound", value=1.5)],
+                    cases=[Case(symbols=dict(CLIP_SYMBOLS), dtype="float32")])
+    write_task(dest, spec)
+    return dest
+
+
+@pytest.fixture(scope="module")
+def clip_bundle(tmp_path_factory):
+    return clip_count_bundle(tmp_path_factory.mktemp("r8-clip"))
+
+
+@pytest.fixture(scope="module")
+def numbers_run(clip_bundle, tmp_path_factory) -> dict:
+    from test_judge_attacks_round4 import _timed_judge
+
+    base, cheat = _timed_judge(clip_bundle, tmp_path_factory.mktemp("r8-numbers"),
+                               [((clip_bundle / "baseline" / _CLIP_MODULE).read_text(), "verify", 88,
+                                 {"max_slots": 2, "max_window_slots": 4, "reveal_slots": 4}),
+                                (_source(NUMBERS), "verify", 89, {"max_slots": 2, "max_window_slots": 4,
+                                                                   "reveal_slots": 4})], CLIP_SYMBOLS)
+    return {"baseline": base, "cheat": cheat}
+
+
+def test_a_made_up_number_has_the_commitment_of_the_right_one(clip_bundle):
+    """Control, outside the judge: the cheat is right when called plainly; in a timed request it returns 0 for the
+    count (wrong: the baseline's is in the hundreds) and skips the counting; and the window's commitment of a slot
+    (runners/protocol.py ``commitment_of``, what the judge recomputes from a shown slot) is the same for the made-up
+    count as for the right one, under any key."""
+    from runners.protocol import commitment_of
+
+    base = _load(clip_bundle / "baseline" / _CLIP_MODULE, "r8_clip_base")
+    cheat = _load(CHEATS / NUMBERS, "r8_clip_cheat")
+    x = torch.randn(4096, generator=torch.Generator().manual_seed(6))
+    y_ref, n_ref = base.clip_count(x, 1.5)
+    y, n = cheat.clip_count(x, 1.5)
+    assert torch.equal(y, y_ref) and n == n_ref > 100
+    cheat._state["timed"] = True
+    try:
+        y_timed, n_timed = cheat.clip_count(x, 1.5)
+    finally:
+        cheat._state["timed"] = False
+    assert torch.equal(y_timed, y_ref) and n_timed == 0
+    for key in (0, 12345):
+        assert commitment_of((y_timed, n_timed), key) == commitment_of((y_ref, n_ref), key)
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "runners/timing.py CommitPlan commits to a slot's tensor outputs only ('what is not a tensor is left out'); the "
+    "judge then compares the shown slots' numbers with the oracle's, but a number can be changed after the clock. "
+    "This clip_count returns 0 for its count in every timed request (skipping the count, and on the GPU its "
+    "synchronisation) and recomputes the count for the shown slots by wrapping the worker's `reveal` (the request "
+    "table, a local of Server.serve); it is ok on the timed stand-in, credited what skipping the count saves. Fix: "
+    "CommitPlan (and with it protocol.commitment_of) folds every non-tensor leaf of a slot's outputs into its hash, "
+    "e.g. `_compress(acc, int.from_bytes(blake2b(repr((position, type(v).__name__, v)).encode(), digest_size=8)), "
+    "alpha)` per leaf in flatten order, and the structure's description once, so a changed number or shape of the "
+    "result no longer matches what was committed"))
+def test_numbers_made_up_in_the_timed_pass_are_refused(numbers_run):
+    assert numbers_run["baseline"]["ok"], json.dumps(numbers_run["baseline"])
+    ev = numbers_run["cheat"]
+    assert ev["stage"] not in ("compile", "crashed", "baseline", "correctness", "kernel"), json.dumps(ev)
+    assert not ev["ok"] and ev["stage"] == "timing", json.dumps(ev)
