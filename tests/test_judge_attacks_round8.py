@@ -1,6 +1,7 @@
-"""Round 8: attacks on what the tolerance lets through at the judge's own small scales, on the own-kernel share's
-name rule (a kernel named after the front of inductor's and the libraries' names), and on what the timed calls of a
-range scalar leave uncharged (work a candidate does once per new value).
+"""Round 8: attacks on what the tolerance lets through (the absolute atol at the judge's own small scales; a float64
+output held to the case's float32 tolerance), on the own-kernel share's name rule (a kernel named after the front of
+inductor's and the libraries' names), on what the timed calls of a range scalar leave uncharged (work a candidate
+does once per new value), and on what the window's commitments leave out (the numbers an entry returns).
 
 As in the earlier rounds (tests/test_judge_attacks*.py): each cheat is in tests/cheats/round8_*.py and runs past the
 static policy (the judge must hold on its own); a control shows what it does outside the judge; the judge's verdict
@@ -383,12 +384,10 @@ def clip_bundle(tmp_path_factory):
 def numbers_run(clip_bundle, tmp_path_factory) -> dict:
     from test_judge_attacks_round4 import _timed_judge
 
-    base, cheat = _timed_judge(clip_bundle, tmp_path_factory.mktemp("r8-numbers"),
-                               [((clip_bundle / "baseline" / _CLIP_MODULE).read_text(), "verify", 88,
-                                 {"max_slots": 2, "max_window_slots": 4, "reveal_slots": 4}),
-                                (_source(NUMBERS), "verify", 89, {"max_slots": 2, "max_window_slots": 4,
-                                                                   "reveal_slots": 4})], CLIP_SYMBOLS)
-    return {"baseline": base, "cheat": cheat}
+    [run] = _timed_judge(clip_bundle, tmp_path_factory.mktemp("r8-numbers"),
+                         [(_source(NUMBERS), "verify", 89, {"max_slots": 2, "max_window_slots": 4,
+                                                            "reveal_slots": 4})], CLIP_SYMBOLS)
+    return run
 
 
 def test_a_made_up_number_has_the_commitment_of_the_right_one(clip_bundle):
@@ -425,7 +424,6 @@ def test_a_made_up_number_has_the_commitment_of_the_right_one(clip_bundle):
     "alpha)` per leaf in flatten order, and the structure's description once, so a changed number or shape of the "
     "result no longer matches what was committed"))
 def test_numbers_made_up_in_the_timed_pass_are_refused(numbers_run):
-    assert numbers_run["baseline"]["ok"], json.dumps(numbers_run["baseline"])
-    ev = numbers_run["cheat"]
+    ev = numbers_run  # the oracle ran the baseline throughout: a judge that could not time it says `baseline`
     assert ev["stage"] not in ("compile", "crashed", "baseline", "correctness", "kernel"), json.dumps(ev)
     assert not ev["ok"] and ev["stage"] == "timing", json.dumps(ev)
