@@ -214,14 +214,16 @@ def test_the_per_value_tuner_is_slow_at_every_new_value(head_bundle, tmp_path):
     for n in (1, 7, 200, 512):
         assert torch.equal(cheat.head_max(x, n), base.head_max(x, n))
 
-    def per_call(fn, n, calls=3) -> float:
-        t0 = time.perf_counter()
+    def per_call(fn, n, calls=5) -> float:  # the fastest of a few calls: robust to a loaded machine
+        times = []
         for _ in range(calls):
+            t0 = time.perf_counter()
             fn(x, n)
-        return (time.perf_counter() - t0) / calls
+            times.append(time.perf_counter() - t0)
+        return min(times)
 
     base.head_max(x, 300)
-    assert per_call(cheat.head_max, 200) < 1.5 * per_call(base.head_max, 200)  # met before: tuned
+    assert per_call(cheat.head_max, 200) < 2 * per_call(base.head_max, 200)  # met before: tuned
     fresh = [301, 333, 377, 411, 457]
     t0 = time.perf_counter()
     for n in fresh:
