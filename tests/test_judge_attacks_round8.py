@@ -180,6 +180,11 @@ def test_gpu_a_kernel_named_triton_is_refused(gpu_rms_evaluator):  # noqa: F811
 # ---- 3. tuning at every new value of a range scalar: a cost the judge never times ----------------------------------
 
 TUNES = "round8_tunes_at_every_new_scalar_value.py"
+# The timed stand-in's host clock moves by 2-3x between requests on a loaded 2-core machine: a claim it cannot
+# corroborate is quarantined at stage `timing` for that alone (and a strict xfail then passes by chance). These two
+# attacks are not about the clock's tolerance, so it is wide here; what they are refused for (a cost per new value,
+# a number changed after the clock) does not depend on it.
+_QUIET = {"corroboration_tolerance": 5.0}
 
 
 @pytest.fixture(scope="module")
@@ -195,7 +200,7 @@ def tunes_run(head_bundle, tmp_path_factory) -> dict:
     from test_judge_attacks_round7 import HEAD_SYMBOLS
 
     [run] = _timed_judge(head_bundle, tmp_path_factory.mktemp("r8-tunes"),
-                         [(_source(TUNES), "verify", 85, {"max_slots": 2, "max_window_slots": 4,
+                         [(_source(TUNES), "verify", 85, {**_QUIET, "max_slots": 2, "max_window_slots": 4,
                                                           "reveal_slots": 4})], HEAD_SYMBOLS)
     return run
 
@@ -387,7 +392,7 @@ def numbers_run(clip_bundle, tmp_path_factory) -> dict:
     from test_judge_attacks_round4 import _timed_judge
 
     [run] = _timed_judge(clip_bundle, tmp_path_factory.mktemp("r8-numbers"),
-                         [(_source(NUMBERS), "verify", 89, {"max_slots": 2, "max_window_slots": 4,
+                         [(_source(NUMBERS), "verify", 89, {**_QUIET, "max_slots": 2, "max_window_slots": 4,
                                                             "reveal_slots": 4})], CLIP_SYMBOLS)
     return run
 
