@@ -126,12 +126,13 @@ def triton_named_run(rms_evaluator):
     return rms_evaluator.evaluate(_source(TRITON_NAMED), seed=83, time_it=False, trials=2, static_policy=False)
 
 
-def test_a_kernel_named_triton_claims_inductors_kernels(rms_bundle, tmp_path):
-    """Control, without a GPU: the cheat's own kernel is recorded as ``triton`` of its package and runs; the name is
-    not one ``borrowed_name`` refuses; and the share rule counts inductor's RMSNorm kernel (and cuBLAS's Ampere GEMM
-    for a kernel named ``ampere``) as the candidate's own: on a profile where inductor's kernel does all the work and
-    the token launch costs 1 %, the own share is 1.0. A kernel named like a real Triton kernel keeps its suffix rule."""
-    from runners.judge_clock import _share, borrowed_name
+def test_a_kernel_named_triton_is_a_kernel_of_its_own_under_the_front_of_inductors_names(rms_bundle, tmp_path):
+    """Control, without a GPU: the cheat's own kernel is recorded as ``triton`` of its package and runs, its RMSNorm
+    (torch) is right, and every name inductor gives its kernels, like the names cuBLAS gives its Ampere and Hopper
+    GEMMs, is that kernel's name (``triton``; ``ampere``, ``sm90`` for the libraries') followed by ``_`` and a
+    lowercase identifier with digits: what the share rule took for Triton's specialisation suffix until this round."""
+    import re
+
     from runners.task import read_task
 
     cheat = _import(rms_bundle, read_task(rms_bundle).module, _source(TRITON_NAMED), tmp_path)
@@ -140,37 +141,38 @@ def test_a_kernel_named_triton_claims_inductors_kernels(rms_bundle, tmp_path):
     x, w = torch.randn(3, 64), torch.rand(64) + 0.5
     want = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w
     assert torch.allclose(cheat.rms_norm(x, w), want, atol=1e-5)
-    assert not borrowed_name("triton") and not borrowed_name("ampere") and not borrowed_name("sm90")
-    inductor = "triton_red_fused__to_copy_add_mean_mul_pow_rsqrt_0"
-    assert borrowed_name(inductor)
-    assert _share([(inductor, 99.0), ("triton", 1.0)], {"triton"}) == 1.0
-    gemm = "ampere_fp16_s16816gemm_fp16_128x128_ldg8_f2f_stages_32x5_nn"
-    assert _share([(gemm, 99.0), ("ampere", 1.0)], {"ampere"}) == 1.0
-    assert _share([("_rms_norm_kernel_0d1d2d3de", 99.0), ("aten::mul", 1.0)], {"_rms_norm_kernel"}) == 0.99
+    for stem, profiled in (("triton", _INDUCTOR), ("ampere", _AMPERE_GEMM), ("sm90", _HOPPER_GEMM)):
+        suffix = profiled[len(stem) + 1:]
+        assert profiled.startswith(stem + "_") and re.fullmatch(r"[0-9a-z_]*", suffix) and re.search(r"\d", suffix)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "runners/judge_clock.py borrowed_name refuses `triton_poi_`/`triton_per_`/... names only, and _same_kernel counts "
-    "a profiled kernel `<own>_<lowercase identifier with a digit>` as the candidate's: a kernel named `triton` is "
-    "accepted (ok on the CPU, where the launch record is all there is) and on the GPU would claim every kernel "
-    "torch.compile generates (share ~100 %, stage `kernel` passed by a torch-only computation). Fix: _same_kernel "
-    "accepts only Triton's specialisation suffix, `re.fullmatch(r'\\d[0-9a-z]*', suffix)` (no underscore, starts "
-    "with a digit); and borrowed_name also refuses a name that some library or inductor name extends by `_`: "
-    "`_BORROWED.match(name + '_poi_')` or name in {'triton', 'sm90', 'sm80', 'ampere', 'volta', 'turing', 'cutlass', "
-    "'nvjet'} (the prefixes of _BORROWED up to their first `_`)"))
+_INDUCTOR = "triton_red_fused__to_copy_add_mean_mul_pow_rsqrt_0"
+_AMPERE_GEMM = "ampere_fp16_s16816gemm_fp16_128x128_ldg8_f2f_stages_32x5_nn"
+_HOPPER_GEMM = "sm90_xmma_gemm_f16f16_f16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off"
+
+
+# Was a hole (found this round, closed as it ran): runners/judge_clock.py borrowed_name refused `triton_poi_`,
+# `triton_per_`, ... only, and _same_kernel counted a profiled kernel `<own>_<lowercase identifier with a digit>` as
+# the candidate's: a kernel of its own named `triton` was ok on the CPU (the launch record is all there is) and on the
+# GPU would have claimed every kernel torch.compile generates (own share ~100 %, a torch-only computation through
+# stage `kernel`; an `ampere` or `sm90` kernel, cuBLAS's GEMMs). The suffix must now be Triton's (a digit first, no
+# underscore), and the stems of those names are refused as a candidate's kernel names.
 def test_a_kernel_named_triton_is_refused(triton_named_run):
+    from runners.judge_clock import _share
+
     ev = triton_named_run
     assert ev.stage not in ("compile", "crashed", "baseline", "correctness"), _summary(ev)
     assert not ev.ok and ev.stage == "kernel", _summary(ev)
+    assert _share([(_INDUCTOR, 99.0), ("triton", 1.0)], {"triton"}) == 0.01
+    assert _share([(_AMPERE_GEMM, 99.0), ("ampere", 1.0)], {"ampere"}) == 0.01
+    assert _share([("_rms_norm_kernel_0d1d2d3de", 99.0), ("aten::mul", 1.0)], {"_rms_norm_kernel"}) == 0.99
 
 
 # Prediction (H200, not run): with torch.compile on CUDA the profile holds `triton_red_fused_..._0` (inductor's) and
-# `triton` (the token): `_share` gives ~1.0 against the baseline's ~1.0, stage `kernel` passes, and the candidate is
-# credited whatever inductor's kernel gains over the baseline's (an optimisation that is not a Triton kernel of its
-# own). With the fix it is refused at stage `kernel` at the first trial.
+# `triton` (the token); refused at stage `kernel` at the first trial by its name (before the fix: share ~1.0 against
+# the baseline's ~1.0, stage `kernel` passed, credited what inductor's kernel gains over the baseline's).
 @pytest.mark.gpu
 @_needs_gpu
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="predicted: accepted on the GPU until the fix above")
 def test_gpu_a_kernel_named_triton_is_refused(gpu_rms_evaluator):  # noqa: F811
     ev = gpu_rms_evaluator.evaluate(_source(TRITON_NAMED), seed=84, time_it=True, trials=2, static_policy=False)
     assert ev.stage not in ("compile", "crashed", "baseline", "correctness"), _gpu_summary(ev)
@@ -307,9 +309,9 @@ def sums_runs(sums_bundle) -> dict:
 
 def test_a_float64_sum_in_float32_carries_float32s_error(sums_bundle):
     """Control, outside the judge: the baseline's float64 sums are exact to float64 (against torch's), the cheat's
-    off by ~1e-7 of their value: far past any float64 tolerance, within float32's, which the judge applies to a
-    float64 output of a float32 case (DEFAULT_TOLERANCES has no float64)."""
-    from runners.task import Tolerance, read_task
+    off by ~1e-7 of their value: far past any float64 tolerance, within float32's, which the judge applied to a
+    float64 output of a float32 case until this round (DEFAULT_TOLERANCES had no float64)."""
+    from runners.task import Tolerance
 
     base = _load(sums_bundle / "baseline" / _SUMS_MODULE, "r8_sums_base")
     cheat = _load(CHEATS / SUMS64, "r8_sums_cheat")
@@ -319,19 +321,16 @@ def test_a_float64_sum_in_float32_carries_float32s_error(sums_bundle):
     assert ref.dtype == got.dtype == torch.float64
     assert float(((ref - want).abs() / want.abs()).max()) < 1e-14
     assert float(((got - want).abs() / want.abs()).max()) > 1e-9
-    assert "float64" not in DEFAULT_TOLERANCES
-    assert read_task(sums_bundle).tolerances_for("float32")(torch.float64) == DEFAULT_TOLERANCES["float32"]
-    assert compare_outputs(got, ref, read_task(sums_bundle).tolerances_for("float32")).ok
+    assert compare_outputs(got, ref, DEFAULT_TOLERANCES["float32"]).ok
     assert not compare_outputs(got, ref, Tolerance(atol=1e-12, rtol=1e-12)).ok
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "runners/task.py TaskSpec.tolerances_for gives a dtype that neither the config nor DEFAULT_TOLERANCES names the "
-    "case's tolerance: a float64 output of a float32 case is held to float32's 1e-5 (of a float16 case to "
-    "float16's 4e-3). This row_sums sums in float32 and casts to float64 (relative error ~1e-7) and is ok. Fix: "
-    "add `\"float64\": Tolerance(atol=1e-12, rtol=1e-12)` to DEFAULT_TOLERANCES, and in tolerances_for give an "
-    "unknown floating dtype the tolerance of the known dtype with the nearest torch.finfo(dtype).eps at or below its "
-    "own (never a looser one than its precision), not the case's"))
+# Was a hole (found this round, closed as it ran): runners/task.py TaskSpec.tolerances_for gave a dtype that neither the
+# config nor DEFAULT_TOLERANCES names the case's tolerance, so a float64 output of a float32 case was held to float32's
+# 1e-5 (of a float16 case to float16's 4e-3): this row_sums, summing in float32 and casting to float64 (relative error
+# ~1e-7), was ok. DEFAULT_TOLERANCES has float64 now. (Still open, smaller: another dtype without a tolerance of its
+# own, a float8 output say, takes the case's; an unknown floating dtype should take the known dtype nearest its
+# torch.finfo(dtype).eps at or below it, never one looser than its precision.)
 def test_a_float64_sum_in_float32_is_refused(sums_runs):
     assert sums_runs["baseline"].ok, _summary(sums_runs["baseline"])
     ev = sums_runs["cheat"]
@@ -397,13 +396,10 @@ def numbers_run(clip_bundle, tmp_path_factory) -> dict:
     return run
 
 
-def test_a_made_up_number_has_the_commitment_of_the_right_one(clip_bundle):
+def test_the_count_is_made_up_in_timed_requests(clip_bundle):
     """Control, outside the judge: the cheat is right when called plainly; in a timed request it returns 0 for the
-    count (wrong: the baseline's is in the hundreds) and skips the counting; and the window's commitment of a slot
-    (runners/protocol.py ``commitment_of``, what the judge recomputes from a shown slot) is the same for the made-up
-    count as for the right one, under any key."""
-    from runners.protocol import commitment_of
-
+    count (wrong: the baseline's is in the hundreds) and skips the counting. (Until this round the window's commitment
+    of a slot, runners/protocol.py ``commitment_of``, was the same for the made-up count as for the right one.)"""
     base = _load(clip_bundle / "baseline" / _CLIP_MODULE, "r8_clip_base")
     cheat = _load(CHEATS / NUMBERS, "r8_clip_cheat")
     x = torch.randn(4096, generator=torch.Generator().manual_seed(6))
@@ -416,21 +412,19 @@ def test_a_made_up_number_has_the_commitment_of_the_right_one(clip_bundle):
     finally:
         cheat._state["timed"] = False
     assert torch.equal(y_timed, y_ref) and n_timed == 0
-    for key in (0, 12345):
-        assert commitment_of((y_timed, n_timed), key) == commitment_of((y_ref, n_ref), key)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "runners/timing.py CommitPlan commits to a slot's tensor outputs only ('what is not a tensor is left out'); the "
-    "judge then compares the shown slots' numbers with the oracle's, but a number can be changed after the clock. "
-    "This clip_count returns 0 for its count in every timed request (skipping the count, and on the GPU its "
-    "synchronisation) and recomputes the count for the shown slots by wrapping the worker's `reveal` (the request "
-    "table, a local of Server.serve); it is ok on the timed stand-in, credited what skipping the count saves. Fix: "
-    "CommitPlan (and with it protocol.commitment_of) folds every non-tensor leaf of a slot's outputs into its hash, "
-    "e.g. `_compress(acc, int.from_bytes(blake2b(repr((position, type(v).__name__, v)).encode(), digest_size=8)), "
-    "alpha)` per leaf in flatten order, and the structure's description once, so a changed number or shape of the "
-    "result no longer matches what was committed"))
+# Was a hole (found this round, closed as it ran): the window's commitments (CommitPlan) covered a slot's tensor
+# outputs only ('what is not a tensor is left out'), and the judge compared the shown slots' numbers with the oracle's
+# after the clock. This clip_count returned 0 for its count in every timed request (skipping the count, and on the
+# GPU its synchronisation) and recomputed it for the shown slots by wrapping the worker's `reveal` (the request table,
+# a local of Server.serve): ok on the timed stand-in, credited 1.0-2.3x in four runs. Every non-tensor output is
+# folded into the slot's commitment now (runners/commitments.py ``_leaf_word``).
 def test_numbers_made_up_in_the_timed_pass_are_refused(numbers_run):
+    from runners.protocol import commitment_of
+
     ev = numbers_run  # the oracle ran the baseline throughout: a judge that could not time it says `baseline`
     assert ev["stage"] not in ("compile", "crashed", "baseline", "correctness", "kernel"), json.dumps(ev)
     assert not ev["ok"] and ev["stage"] == "timing", json.dumps(ev)
+    y = torch.zeros(8)
+    assert commitment_of((y, 0), 12345) != commitment_of((y, 17), 12345)
