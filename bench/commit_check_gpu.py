@@ -1,4 +1,4 @@
-"""On CUDA: the window's commitments (runners/timing.py) give the integers the judge computes on the CPU, for every
+"""On CUDA: the window's commitments (runners/commitments.py) give the integers the judge computes on the CPU, for every
 wire dtype, odd sizes, strided outputs, and through the captured plan; prints one line per check and the cost of a
 commitment. A standalone form of tests/test_commitments.py::test_gpu_the_device_computes_the_judges_integers for a
 device without the test dependencies (that test runs ``check``): python3 bench/commit_check_gpu.py"""
@@ -11,7 +11,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
 
-from runners.timing import CommitPlan, commitments, digest  # noqa: E402
+from runners.commitments import CommitPlan, commitments, digest  # noqa: E402
 
 
 def _sample(dtype, n, gen):

@@ -12,7 +12,7 @@ MAX_PLAUSIBLE_SPEEDUP = 10.0
 # running the same kernel were 3-4 ms apart, either way, over 8192 slots (Liger's swiglu and geglu at their tests'
 # smallest calls, an 8 ms pass), while the oracle's own extras moved by 1 ms; at 731 slots of a 3 ms pass (LayerNorm,
 # M=512) within 0.5 ms. That was with the commitments in the timed reply as a JSON list (on a CPU about 0.2 us a
-# slot to list, encode and decode: 1.7 ms at 8192). They now travel as one digest (runners/timing.py ``digest``),
+# slot to list, encode and decode: 1.7 ms at 8192). They now travel as one digest (runners/commitments.py ``digest``),
 # the per-slot hashes after the clock; what stays per slot in the request is device work (the copy of each slot's
 # outputs, measured in the oracle's ``commit_us``). Lowered from 0.5 when the list left; re-measured on the H200
 # since (bench/results/evaluator-h200/session5/call2-diag.txt, call4-diag.txt): at most 0.17 us a slot. The H200

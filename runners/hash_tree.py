@@ -1,4 +1,4 @@
-"""Levels of the commitments' hash tree (runners/timing.py ``hash_rows``) in Triton kernels, on CUDA.
+"""Levels of the commitments' hash tree (runners/commitments.py ``hash_rows``) in Triton kernels, on CUDA.
 
 The tree in torch is four elementwise ops a level, each a pass over memory, two of them over strided halves:
 hashing a window's outputs read them about fourteen times, and on the H200 a commitment of 64 MB took 450 us

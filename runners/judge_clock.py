@@ -20,7 +20,7 @@ from .inputs import case_shapes
 from .protocol import Refusal, commitment_of, meta_nbytes, trial_seed
 from .results import CaseResult
 from .task import Case
-from .timing import digest, matches
+from .commitments import digest, matches
 from .wire import WireError
 
 from .corroboration import (  # noqa: F401 - re-exported: the judge's clock, in one place
@@ -169,7 +169,7 @@ class TimingSteps:
         """The judge's own clock. Each side captures one pass over N slots, all with distinct values made from
         a seed sent just before (so nothing can be remembered from earlier calls and no call can be skipped
         unseen); the judge times that pass, and the worker must answer with a commitment to every slot's
-        outputs: one digest (runners/timing.py ``digest``, keyed per round) of the slots' keyed hashes, so that the
+        outputs: one digest (runners/commitments.py ``digest``, keyed per round) of the slots' keyed hashes, so that the
         timed reply carries no host work per slot. Then the judge picks slots in secret, has them shown with the
         per-slot hashes (one binary file, read after the clock), checks that those hash to the digest, that each
         shown slot's outputs hash to its own, and that they match the oracle's on the same values. Rounds
@@ -324,10 +324,11 @@ def _share(kernels: list, names: set | None) -> float | None:
 
 def _same_kernel(profiled: str, launched: str) -> bool:
     """The profiler's name of a launched Triton kernel: its own name, or that name with a specialisation suffix
-    (older Triton: ``_0d1d2de``). Never a bare prefix: a kernel named ``void`` would claim 'void at::...'."""
+    (older Triton: ``_0d1d2de``: a digit first, no underscore). Never a bare prefix: a kernel named ``void`` would
+    claim 'void at::...', and one named ``triton`` every kernel torch.compile generates, ``triton_poi_fused_..._0``
+    (tests/test_judge_attacks_round8.py)."""
     return profiled == launched or (profiled.startswith(launched + "_")
-                                    and re.fullmatch(r"[0-9a-z_]*", profiled[len(launched) + 1:]) is not None
-                                    and any(ch.isdigit() for ch in profiled[len(launched) + 1:]))
+                                    and re.fullmatch(r"\d[0-9a-z]*", profiled[len(launched) + 1:]) is not None)
 
 
 # Kernel names torch.compile (inductor) and the vendor libraries give their kernels: plain identifiers that a
@@ -337,8 +338,13 @@ _BORROWED = re.compile(r"^(triton_(poi|per|red|tem|for|unk)_|cpp_fused_|nvjet_|c
                        r"|turing_)")
 
 
+# The first words of those names: a kernel named ``triton`` or ``sm90`` is a prefix of theirs
+_BORROWED_STEMS = re.compile(r"^(triton|triton_(poi|per|red|tem|for|unk)|cpp|cpp_fused|nvjet|cutlass|sm\d+|sm\d+_xmma"
+                             r"|ampere|volta|turing)$")
+
+
 def borrowed_name(name: str) -> bool:
-    return _BORROWED.match(name) is not None
+    return _BORROWED.match(name) is not None or _BORROWED_STEMS.match(name) is not None
 
 
 def _library_kernel(name: str) -> bool:

@@ -100,9 +100,9 @@ def meta_nbytes(meta) -> int:
 
 
 def commitment_of(out, key: int = 0) -> int:
-    """The commitment of one slot's outputs (runners/timing.py ``commitments``), recomputed by the judge where the
+    """The commitment of one slot's outputs (runners/commitments.py ``commitments``), recomputed by the judge where the
     outputs are (the CPU): the same integer the worker computed on its device."""
-    from .timing import commitments
+    from .commitments import commitments
 
     return commitments([out], key)[0]
 

@@ -27,13 +27,8 @@ from . import interpreter_shims, launches, preload
 from .compare import flatten
 from .inputs import SlotBank, config_scalar
 from .task import ArgSpec, Case
-from .timing import (
-    SlotTimer,
-    commitments,
-    copy_bandwidth_gbs,
-    device_kernels,
-    host_overhead_us,
-)
+from .commitments import commitments
+from .timing import SlotTimer, copy_bandwidth_gbs, device_kernels, host_overhead_us
 from .wire import Channel, decode_value, encode_value, read_tensor
 
 

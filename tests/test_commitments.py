@@ -1,4 +1,4 @@
-"""The window's commitments (runners/timing.py): a keyed tree hash of each slot's output bytes, the same integer
+"""The window's commitments (runners/commitments.py): a keyed tree hash of each slot's output bytes, the same integer
 wherever it is computed. The worker computes it on its device with torch integer ops, the judge on the outputs it
 is shown; here the torch version is held against an independent definition on Python integers (exact arithmetic
 modulo 2**64, what int64 add/mul/addcmul do on CPU and CUDA alike), for every dtype the wire carries."""
@@ -9,7 +9,7 @@ import torch
 from test_judge_attacks import _own_judge
 
 from runners.protocol import commitment_of
-from runners.timing import _constant, _padded_words, commitments, digest
+from runners.commitments import _constant, _leaf_word, _padded_words, commitments, digest
 
 _M = (1 << 64) - 1
 
@@ -27,11 +27,13 @@ def _compress(a: int, b: int, alpha: int) -> int:
 
 def _reference(outputs, key: int) -> int:
     """The definition, on Python ints: each output tensor's dense bytes (row-major, padded with zero words), a
-    tree of compressions pairing neighbours, the byte length and key folded in; the slot's outputs folded in order."""
+    tree of compressions pairing neighbours, the byte length and key folded in; each non-tensor output one word of
+    what crosses the wire for it; the slot's outputs folded in order."""
     acc = _constant(key, 77)
     items = list(outputs) if isinstance(outputs, (tuple, list)) else [outputs]
     for position, t in enumerate(items):
-        if not isinstance(t, torch.Tensor):
+        if not isinstance(t, torch.Tensor):  # a number, a string, None: its word (runners/commitments.py _leaf_word)
+            acc = _compress(acc, _leaf_word(t), _constant(key, 2000 + position) | 1)
             continue
         raw = t.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
         words = _padded_words(len(raw))
@@ -105,6 +107,22 @@ def _flip_one_bit(x: torch.Tensor, bit: int) -> torch.Tensor:
     return bits.view(x.dtype)
 
 
+def test_numbers_strings_and_none_are_committed_to_as_the_wire_carries_them():
+    """A slot's non-tensor outputs are part of its commitment (round 8: a count made up in the timed pass and put
+    right for the shown slots had the commitment of the right one): a changed number changes it; numpy's scalars
+    commit as the Python numbers the judge decodes; a float by its exact bits."""
+    import numpy as np
+
+    t = torch.arange(6.0)
+    assert commitment_of((t, 541), 3) != commitment_of((t, 0), 3) != commitment_of((t, None), 3)
+    assert commitment_of((t, np.int64(541)), 3) == commitment_of((t, 541), 3)
+    assert commitment_of((t, np.float32(0.5)), 3) == commitment_of((t, 0.5), 3)
+    assert commitment_of({"n": 1.0, "y": t}, 3) != commitment_of({"n": 1.0 + 2**-40, "y": t}, 3)
+    assert commitment_of((t, "a"), 3) != commitment_of((t, "b"), 3)
+    uniform = [(torch.randn(3), k, "x") for k in range(5)]
+    assert commitments(uniform, 8) == [commitment_of(o, 8) for o in uniform] == [_reference(o, 8) for o in uniform]
+
+
 def test_nan_outputs_are_committed_to_bit_for_bit():
     nan = torch.full((10,), float("nan"), dtype=torch.float16)
     assert commitment_of(nan, 3) == commitment_of(nan.clone(), 3)
@@ -133,10 +151,10 @@ def test_an_honest_worker_passes_the_judges_window(rms_bundle, tmp_path):
 
 
 def test_the_plan_with_its_constants_on_the_device_gives_the_same_integers():
-    """What a CUDA worker captures in a graph (runners/timing.py ``CommitPlan._capture``): the key's constants as
+    """What a CUDA worker captures in a graph (runners/commitments.py ``CommitPlan._capture``): the key's constants as
     0-dim views of a device table (addcmul where the direct run uses add's alpha), refilled per key. Run here on
     the CPU, without the graph, against the direct run."""
-    from runners.timing import CommitPlan, _Keyed
+    from runners.commitments import CommitPlan, _Keyed
 
     gen = torch.Generator().manual_seed(6)
     outputs = [(torch.randn(3, 33, generator=gen).to(torch.bfloat16), torch.randint(0, 9, (5,), generator=gen))
@@ -157,7 +175,7 @@ def test_the_tree_kernel_gives_the_torch_trees_integers(monkeypatch, words):
     on rows of 512 words or more), here under the interpreter, give the integers of the torch tree, for the direct
     constants and for a captured plan's table; a row's hash does not depend on the other rows."""
     from runners import hash_tree
-    from runners.timing import _hash_rows, _Keyed, hash_rows
+    from runners.commitments import _hash_rows, _Keyed, hash_rows
 
     gen = torch.Generator().manual_seed(words)
     block = torch.randint(-2**62, 2**62, (3, words), generator=gen, dtype=torch.int64)
@@ -181,7 +199,7 @@ def test_a_tree_kernel_that_cannot_run_leaves_the_torch_tree(monkeypatch):
     """A backend that cannot compile the kernel (runners/hash_tree.py) costs speed, not the commitment: the failure
     is recorded once and the torch tree does every level, the same integers."""
     from runners import hash_tree
-    from runners.timing import hash_rows
+    from runners.commitments import hash_rows
 
     block = torch.randint(-2**62, 2**62, (2, 1024), generator=torch.Generator().manual_seed(3), dtype=torch.int64)
     want = hash_rows(block, 8 * 1024, 5)

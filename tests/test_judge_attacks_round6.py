@@ -33,7 +33,7 @@ from test_judge_attacks_round4 import (  # noqa: F401
 from runners.inputs import SlotBank
 from runners.layouts import row_padded
 from runners.task import read_task
-from runners.timing import _constant, commitments, digest
+from runners.commitments import _constant, commitments, digest
 
 PAD_WIDTHS = "round6_strides_only_at_the_judges_pad_widths.py"
 INSIDE = "round6_strides_only_on_padding_inside_the_view.py"
@@ -129,7 +129,7 @@ def _undo(r: int, b: int, alpha: int) -> int:
 
 def _steer_leaf0(hashes: list[int], key: int, root: int) -> list[int]:
     """``hashes`` with entry 0 chosen so that their ``digest`` is ``root`` (what the cheat does, written apart)."""
-    from runners.timing import _padded_words
+    from runners.commitments import _padded_words
 
     def compress(a: int, b: int, alpha: int) -> int:
         s = (a + alpha * b) & _M

