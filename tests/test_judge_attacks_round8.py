@@ -83,8 +83,9 @@ def zeros_runs(silu_bundle) -> dict:
 def test_zeros_below_the_atol_are_the_whole_output_at_the_judges_low_scales(silu_bundle):
     """Control, outside the judge: at unit scale the cheat zeroes only outputs near zero; with ``x`` at the low end
     of the judge's own scale range (10^-3, runners/inputs.py SCALE_LOG10) and ``y`` at 10^-1 every output is zero
-    while the reference's are not (a relative error of 100 %), and the float16 tolerance still passes it: every
-    zeroed element is within the absolute 1e-3."""
+    while the reference's are not (a relative error of 100 %). Every zeroed element is within float16's absolute
+    1e-3, which passed it element by element; the whole output's error against its size (runners/compare.py
+    ``_whole_output``) refuses it, and passes the same op rounded from float32 at that scale."""
     base = _load(silu_bundle / "baseline" / _SILU_MODULE, "r8_silu_base")
     cheat = _load(CHEATS / ZEROS, "r8_silu_cheat")
     tol = DEFAULT_TOLERANCES["float16"]
@@ -97,18 +98,16 @@ def test_zeros_below_the_atol_are_the_whole_output_at_the_judges_low_scales(silu
     ref, got = base.silu_mul(small_x, small_y), cheat.silu_mul(small_x, small_y)
     assert float((ref != 0).float().mean()) > 0.95 and bool((got == 0).all())
     assert float((got.float() - ref.float()).norm() / ref.float().norm()) == 1.0
-    assert compare_outputs(got, ref, tol).ok
+    every_element = compare_outputs(got, ref, tol)  # each zero is within the absolute 1e-3; the whole output is not
+    assert not every_element.ok and "whole output" in every_element.message
+    honest = base.silu_mul(small_x.float(), small_y.float()).half()  # computed in float32, rounded once
+    assert compare_outputs(honest, ref, tol).ok
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "runners/compare.py compare_tensor holds every element to `atol + rtol*|ref|` with the dtype's atol (float16 1e-3) "
-    "as an absolute number, while the later trials scale the inputs down to 10^-3 (runners/inputs.py SCALE_LOG10): "
-    "there every reference output is below atol and any answer in [0, 2*ref] passes. This silu_mul writes zeros for "
-    "every |output| < 0.9e-3 (the whole output at a caller's small activations) and is ok at every trial. Fix: in "
-    "runners/judge.py check_case keep trial 0's output_scale(ref) and, for every later trial and variant trial, "
-    "compare with atol scaled by min(1, output_scale(ref of this trial) / output_scale(ref of trial 0)) per output "
-    "(compare.compare_tensor: `bound = tol.atol * scale + tol.rtol * |r|`), or add an aggregate check per floating "
-    "output, `||out - ref||_2 <= max(rtol, eps of the dtype) * ||ref||_2` on the finite entries"))
+# Was a hole (strict xfail until the lead's fix): compare_tensor held every element to `atol + rtol*|ref|` with the
+# dtype's atol (float16 1e-3) as an absolute number, while the later trials scale the inputs down to 10^-3: there
+# every reference output was below atol and zeros passed. runners/compare.py now also holds the whole output's error
+# to 2 max(rtol, eps) of its size (L2), with the dtype's smallest step per element as a floor.
 def test_zeros_below_the_atol_are_refused(zeros_runs):
     assert zeros_runs["baseline"].ok, _summary(zeros_runs["baseline"])
     ev = zeros_runs["cheat"]
