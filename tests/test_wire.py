@@ -115,6 +115,8 @@ def test_the_nesting_is_part_of_what_is_compared(tmp_path):
 def test_each_output_is_held_to_its_own_dtypes_tolerance():
     """A float32 output of a float16 case (an rstd beside the rows) is held to float32's tolerance, the rows to
     float16's; a dtype without a tolerance of its own takes the case's."""
+    from runners.task import DEFAULT_TOLERANCES
+
     spec = TaskSpec(kernel="k", module="m.py", entry="f", files=["m.py"], args=[], cases=[])
     tol = spec.tolerances_for("float16")
     rows = torch.randn(4, 64).half()
@@ -124,7 +126,8 @@ def test_each_output_is_held_to_its_own_dtypes_tolerance():
     assert compare_outputs([near_rows, rstd], [rows, rstd], tol).ok
     assert compare_outputs([rows, half_rstd], [rows, rstd], Tolerance(1e-3, 4e-3)).ok  # the case's, as before
     assert not compare_outputs([rows, half_rstd], [rows, rstd], tol).ok
-    assert tol(torch.float64) == spec.tolerance("float16")
+    assert tol(torch.float64) == DEFAULT_TOLERANCES["float64"]  # its own since round 8 (it took float32's)
+    assert tol(torch.float8_e4m3fn) == spec.tolerance("float16")  # no tolerance of its own: the case's
 
 
 def test_oversized_messages_are_refused():
