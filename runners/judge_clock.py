@@ -273,7 +273,7 @@ class TimingSteps:
 
     def own_kernel_share(self, case: Case, index: int, secret: int, result: CaseResult) -> None:
         """Device time in the candidate's own Triton kernels, against the baseline's share (GPU only)."""
-        own = {k.split(":")[1] for k in self._own(result.launched)}
+        own = own_names(result.launched, self._own(result.launched))
         bank = self._bank_request(case, 1, trial_seed(secret, 70_000, index))
         key = ("profile", case.id)  # the baseline's kernels per case do not change: profiled once per oracle
         reply_b = self.oracle.cache.get(key) or self.oracle.request("profile", **bank)
@@ -320,6 +320,14 @@ def _share(kernels: list, names: set | None) -> float | None:
     else:
         picked = sum(us for name, us in kernels if any(_same_kernel(name, n) for n in names))
     return picked / total
+
+
+def own_names(launched: list[str], own: list[str]) -> set[str]:
+    """The names the profile may count as the candidate's: its own kernels' (``module:name``), less any name that a
+    kernel from outside its package also bears (the profile tells kernels apart by name only, so a token kernel of
+    its own named like another package's kernel doing the work would claim that work: round 8's review)."""
+    foreign = {k.split(":")[-1] for k in launched if k not in own}
+    return {k.split(":")[-1] for k in own} - foreign
 
 
 def _same_kernel(profiled: str, launched: str) -> bool:

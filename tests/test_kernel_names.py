@@ -25,3 +25,15 @@ def test_a_kernel_named_after_inductors_is_refused(rms_evaluator):
     plain = rms_evaluator.evaluate(rms_evaluator.baseline.replace("_rms_norm_kernel", "_rms_kernel_v2"), seed=3,
                                    time_it=False, trials=1)
     assert plain.ok, plain.error
+
+
+def test_a_name_borne_by_a_foreign_kernel_is_not_the_candidates():
+    """Round 8's review: a token kernel of the candidate's own named like a kernel of another package that does the
+    work (launched through that package) would have the profile count that kernel's time as its own."""
+    from runners.judge_clock import own_names
+
+    launched = ["ks_candidate.pkg.norm:_rms_norm_forward_kernel", "liger_kernel.ops.rms_norm:_rms_norm_forward_kernel",
+                "ks_candidate.pkg.norm:_token"]
+    own = [k for k in launched if k.startswith("ks_candidate.")]
+    assert own_names(launched, own) == {"_token"}
+    assert own_names(own, own) == {"_rms_norm_forward_kernel", "_token"}
