@@ -39,3 +39,35 @@ def test_a_re_keyed_kernel_is_not_reported_as_pinned(layer_norm_evaluator):
     ev = layer_norm_evaluator.evaluate(source, seed=3)
     assert ev.ok, ev.error
     assert all(c.autotune == {"_layer_norm_kernel": "own key"} for c in ev.cases)
+
+
+def test_the_same_configs_in_another_order_are_pinned():
+    """Round 8's review: a copy whose config list is only reordered got "own configs" and autotuned on its own, so a
+    search could pick whichever copy's own pick beat the oracle's noisy one. Pinning compares the lists as sets and
+    gives the oracle's choice by name (``runners/launches.py pin``; on a GPU, where the lists are not cut to their
+    first config)."""
+    import types
+
+    import triton
+    import triton.language as tl
+
+    from runners import launches
+
+    def module(order):
+        configs = [triton.Config({"ROWS": r}, num_warps=w) for r, w in order]
+
+        @triton.autotune(configs=configs, key=["n"])
+        @triton.jit
+        def _k(x_ptr, n, ROWS: tl.constexpr):
+            pass
+
+        return types.SimpleNamespace(_k=_k)
+
+    oracle = module([(1, 1), (4, 4), (16, 8)])
+    state = launches.autotune_state(oracle)
+    state["_k"]["chosen"] = [[[128], str(oracle._k.configs[1])]]  # the oracle's pick at n=128: ROWS=4, 4 warps
+    reordered = module([(16, 8), (4, 4), (1, 1)])
+    assert launches.pin(reordered, state) == {"_k": "pinned"}
+    assert reordered._k.cache[(128,)].kwargs == {"ROWS": 4} and reordered._k.cache[(128,)].num_warps == 4
+    changed = module([(16, 8), (4, 4), (2, 1)])
+    assert launches.pin(changed, state) == {"_k": "own configs"} and not changed._k.cache
