@@ -14,6 +14,7 @@ import hashlib
 import math
 import numbers
 
+import numpy as np
 import torch
 
 from . import hash_tree
@@ -257,8 +258,8 @@ def _leaf_word(value) -> int:
     word: numpy's scalars as Python's, a float by its exact bits."""
     if value is None:
         canonical = ("none",)
-    elif isinstance(value, bool):
-        canonical = ("bool", value)
+    elif isinstance(value, (bool, np.bool_)):
+        canonical = ("bool", bool(value))
     elif isinstance(value, numbers.Integral):
         canonical = ("int", int(value))
     elif isinstance(value, numbers.Real):

@@ -32,7 +32,8 @@ def flatten(out) -> list:
     return [out]
 
 
-def compare_tensor(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance, what: str) -> Comparison:
+def compare_tensor(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance, what: str,
+                   atol_scale: float = 1.0) -> Comparison:
     if not isinstance(out, torch.Tensor):
         return Comparison(False, message=f"{what}: expected a tensor, got {type(out).__name__}")
     if out.shape != ref.shape:
@@ -62,23 +63,25 @@ def compare_tensor(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance, what: s
     ok = worst <= 1.0
     msg = "" if ok else (f"{what}: {int((ratio > 1).sum())} of {err.numel()} elements out of tolerance, "
                          f"max abs err {float(err.max()):.3g} (atol {tol.atol:g}, rtol {tol.rtol:g})")
-    if ok:
-        ok, msg = _whole_output(err, r.abs()[finite], tol, ref.dtype, what)
+    if ok and atol_scale < 1.0:
+        ok, msg = _whole_output(err, r.abs()[finite], tol, ref.dtype, what, atol_scale)
     return Comparison(ok, float(err.max()), worst, msg)
 
 
-def _whole_output(err: torch.Tensor, ref_abs: torch.Tensor, tol: Tolerance, dtype: torch.dtype,
-                  what: str) -> tuple[bool, str]:
-    """The error of the whole output against its size: ``||out - ref|| <= 2 max(rtol, eps) ||ref||`` plus four of the
-    dtype's smallest steps per element (in quadrature). ``atol`` is absolute: where the judge's trials scale the
-    inputs down 1000-fold every output may sit below it, and a kernel that wrote zeros for every |output| under
-    ``atol`` passed element by element at 100 % relative error (tests/test_judge_attacks_round8.py). An honest
-    kernel's rounding is relative, so its error stays a few ulps of the output at any scale; the smallest steps (a
-    float16 subnormal is 6e-8) keep outputs at the dtype's own resolution from being held to more."""
+def _whole_output(err: torch.Tensor, ref_abs: torch.Tensor, tol: Tolerance, dtype: torch.dtype, what: str,
+                  atol_scale: float) -> tuple[bool, str]:
+    """The error of the whole output against its size, where the output is ``atol_scale`` times smaller than at the
+    case's first trial: ``||out - ref|| <= 2 max(rtol, eps) ||ref||`` plus, per element (in quadrature), ``atol``
+    scaled down with the output and four of the dtype's smallest steps. ``atol`` is absolute: where the judge's
+    trials scale the inputs down 1000-fold every output may sit below it, and a kernel that wrote zeros for every
+    |output| under ``atol`` passed element by element at 100 % relative error (tests/test_judge_attacks_round8.py).
+    Rounding is relative to the values summed, so an honest kernel's error shrinks with them, sums that cancel to
+    about zero included (at the first trial's scale the bound is implied by the elementwise one); the smallest
+    steps (a float16 subnormal is 6e-8) keep outputs at the dtype's own resolution from being held to more."""
     finfo = torch.finfo(dtype)
     floor = 4.0 * float(finfo.smallest_normal) * float(finfo.eps)  # the subnormal spacing (bf16, fp16, fp32 alike)
     size = float(torch.linalg.vector_norm(ref_abs))
-    allowed = 2.0 * max(tol.rtol, float(finfo.eps)) * size + floor * err.numel() ** 0.5
+    allowed = 2.0 * max(tol.rtol, float(finfo.eps)) * size + (tol.atol * atol_scale + floor) * err.numel() ** 0.5
     got = float(torch.linalg.vector_norm(err))
     if got <= allowed:
         return True, ""
@@ -87,17 +90,23 @@ def _whole_output(err: torch.Tensor, ref_abs: torch.Tensor, tol: Tolerance, dtyp
                    f"absolute part ({tol.atol:g}) covers it")
 
 
-def compare_outputs(out, ref, tol: Tolerance | Callable[[torch.dtype], Tolerance]) -> Comparison:
+def compare_outputs(out, ref, tol: Tolerance | Callable[[torch.dtype], Tolerance],
+                    first_scales: list | None = None) -> Comparison:
     """Every output against the oracle's; ``tol`` one tolerance, or the tolerance of an output's dtype (a float32
-    rstd of a float16 case is held to float32's: ``TaskSpec.tolerances_for``)."""
+    rstd of a float16 case is held to float32's: ``TaskSpec.tolerances_for``). ``first_scales``: each output's size
+    at the case's first trial (``output_scales``), against which a smaller output's whole error is also held
+    (``_whole_output``)."""
     outs, refs = flatten(out), flatten(ref)
     if len(outs) != len(refs):
         return Comparison(False, message=f"returned {len(outs)} outputs, expected {len(refs)}")
+    now = output_scales(ref) if first_scales else []
     worst = Comparison(True)
     for i, (o, r) in enumerate(zip(outs, refs)):
         if isinstance(r, torch.Tensor):
-            c = compare_tensor(o, r, tol(r.dtype) if callable(tol) else tol, f"output {i}")
-        elif not _same_number(o, r, tol(torch.float32) if callable(tol) else tol):
+            first = first_scales[i] if first_scales and i < len(first_scales) else None
+            ratio = min(1.0, now[i] / first) if first and now[i] is not None else 1.0
+            c = compare_tensor(o, r, tol(r.dtype) if callable(tol) else tol, f"output {i}", ratio)
+        elif not _same_number(o, r, tol(_narrowest_holding(r)) if callable(tol) else tol):
             c = Comparison(False, message=f"output {i}: {o!r} != expected {r!r}")
         else:
             continue
@@ -108,10 +117,21 @@ def compare_outputs(out, ref, tol: Tolerance | Callable[[torch.dtype], Tolerance
     return worst
 
 
+def _narrowest_holding(value) -> torch.dtype:
+    """The narrowest float dtype that holds the oracle's number exactly: the tolerance a float returned as a number
+    is held to (a bfloat16 sum's ``.item()`` at bfloat16's, a double at float64's: held at float32's, a float32
+    sum cast to a double passed as a number while refused as a float64 tensor; round 8's review)."""
+    if isinstance(value, float) and math.isfinite(value):
+        for dtype in (torch.bfloat16, torch.float16, torch.float32):
+            if float(torch.tensor(value, dtype=dtype)) == value:
+                return dtype
+    return torch.float64
+
+
 def _same_number(o, r, tol: Tolerance) -> bool:
-    """A non-tensor output against the oracle's: a float within the tolerance (float32's where it is kept per dtype;
-    a float summed in another order was refused against the baseline itself), NaN where the oracle's is NaN, an
-    infinity exactly; anything else (int, bool, str, None) equal and of the same type."""
+    """A non-tensor output against the oracle's: a float within the tolerance (``_narrowest_holding``; a float summed
+    in another order was refused against the baseline itself when numbers were compared exactly), NaN where the
+    oracle's is NaN, an infinity exactly; anything else (int, bool, str, None) equal and of the same type."""
     if isinstance(r, float) and isinstance(o, float):
         if math.isnan(r) or math.isnan(o):
             return math.isnan(r) and math.isnan(o)
@@ -129,6 +149,20 @@ def inputs_unchanged(before: dict, after: dict, written: list[str]) -> str:
         if not torch.equal(value, after[name]):  # harness inputs are finite, so equal is exact
             return f"input `{name}` was modified, but the spec does not list it as written"
     return ""
+
+
+def output_scales(out) -> list:
+    """Each output's median magnitude over its finite values (floating tensors; None for the others)."""
+    scales = []
+    for t in flatten(out):
+        if isinstance(t, torch.Tensor) and t.dtype.is_floating_point and t.numel():
+            flat = t.detach().reshape(-1)
+            flat = flat[:: max(1, flat.numel() // 1_000_000)].float().abs()
+            flat = flat[torch.isfinite(flat)]
+            scales.append(float(flat.median()) if flat.numel() else None)
+        else:
+            scales.append(None)
+    return scales
 
 
 def output_scale(out) -> float | None:

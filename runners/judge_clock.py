@@ -242,7 +242,7 @@ class TimingSteps:
                     raise Refusal("timing", f"{case.id}: slot {k} of the judge's window: the outputs shown are not "
                                             f"the ones committed to when the pass ended (work done after the clock "
                                             f"stopped)")
-                cmp = compare_outputs(out, ref, tol)
+                cmp = compare_outputs(out, ref, tol, self.first_scales.get(case.id))
                 if not cmp.ok:
                     raise Refusal("timing", f"{case.id}: outputs of the timed calls are wrong (slot {k} of the "
                                             f"judge's window, fresh values): {cmp.message}")
@@ -327,7 +327,9 @@ def own_names(launched: list[str], own: list[str]) -> set[str]:
     kernel from outside its package also bears (the profile tells kernels apart by name only, so a token kernel of
     its own named like another package's kernel doing the work would claim that work: round 8's review)."""
     foreign = {k.split(":")[-1] for k in launched if k not in own}
-    return {k.split(":")[-1] for k in own} - foreign
+    mine = {k.split(":")[-1] for k in own}
+    # a name the profile would match to a foreign one either way (`norm` would claim `norm_2d`): not the candidate's
+    return {n for n in mine if not any(_same_kernel(f, n) or _same_kernel(n, f) for f in foreign)}
 
 
 def _same_kernel(profiled: str, launched: str) -> bool:

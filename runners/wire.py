@@ -24,6 +24,7 @@ import struct
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from .shapes import view_span
@@ -257,8 +258,8 @@ def encode_value(folder: Path, prefix: str, value, storage: bool = False) -> dic
         return {"kind": "none"}
     if isinstance(value, torch.dtype):
         return {"kind": "scalar", "value": str(value)}  # "torch.float16": the worker's config_scalar
-    if isinstance(value, bool):
-        return {"kind": "scalar", "value": value}
+    if isinstance(value, (bool, np.bool_)):
+        return {"kind": "scalar", "value": bool(value)}
     if isinstance(value, numbers.Integral):  # numpy's integers too
         return {"kind": "scalar", "value": int(value)}
     if isinstance(value, numbers.Real):

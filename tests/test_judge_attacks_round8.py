@@ -19,7 +19,7 @@ from conftest import CHEATS
 from test_judge_attacks_round4 import _gpu_summary, _import, _needs_gpu, _source, gpu_rms_evaluator  # noqa: F401
 from test_judge_attacks_round7 import _load, _summary
 
-from runners.compare import compare_outputs
+from runners.compare import compare_outputs, output_scales
 from runners.inputs import SCALE_LOG10
 from runners.task import DEFAULT_TOLERANCES
 
@@ -98,10 +98,12 @@ def test_zeros_below_the_atol_are_the_whole_output_at_the_judges_low_scales(silu
     ref, got = base.silu_mul(small_x, small_y), cheat.silu_mul(small_x, small_y)
     assert float((ref != 0).float().mean()) > 0.95 and bool((got == 0).all())
     assert float((got.float() - ref.float()).norm() / ref.float().norm()) == 1.0
-    every_element = compare_outputs(got, ref, tol)  # each zero is within the absolute 1e-3; the whole output is not
-    assert not every_element.ok and "whole output" in every_element.message
+    assert compare_outputs(got, ref, tol).ok  # each zero is within the absolute 1e-3
+    first = output_scales(unit_ref)  # the output's size at the case's first trial, which the judge keeps
+    whole = compare_outputs(got, ref, tol, first)
+    assert not whole.ok and "whole output" in whole.message
     honest = base.silu_mul(small_x.float(), small_y.float()).half()  # computed in float32, rounded once
-    assert compare_outputs(honest, ref, tol).ok
+    assert compare_outputs(honest, ref, tol, first).ok
 
 
 # Was a hole (strict xfail until the lead's fix): compare_tensor held every element to `atol + rtol*|ref|` with the

@@ -30,15 +30,15 @@ def _gen(seed: int = 0) -> torch.Generator:
 
 # ---- _whole_output: false refusals ------------------------------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "runners/compare.py _whole_output refuses an honest float32 reduction whose true result is ~0 (cancellation: "
-    "row sums of zero-mean data, LayerNorm-backward row sums, residuals): the error of ANY summation order is "
-    "absolute (eps x the partial sums), not relative to the tiny output, so 2*rtol*||ref|| (+ a subnormal floor) "
-    "is unmeetable even though every element is within atol and the candidate is closer to the exact value than "
-    "the baseline. Fix: hold outputs to the whole-output L2 bound only in the judge's scaled trials, with the "
-    "absolute part scaled too (compare with Tolerance(atol*scale, rtol) where the inputs were scaled, i.e. pass "
-    "the trial's scale into compare_outputs and add atol*scale*sqrt(n) to `allowed`), instead of dropping atol "
-    "everywhere"))
+# Was a strict xfail (review of round 8's fixes), closed by the lead: the reason was
+#     "runners/compare.py _whole_output refuses an honest float32 reduction whose true result is ~0 (cancellation: "
+#     "row sums of zero-mean data, LayerNorm-backward row sums, residuals): the error of ANY summation order is "
+#     "absolute (eps x the partial sums), not relative to the tiny output, so 2*rtol*||ref|| (+ a subnormal floor) "
+#     "is unmeetable even though every element is within atol and the candidate is closer to the exact value than "
+#     "the baseline. Fix: hold outputs to the whole-output L2 bound only in the judge's scaled trials, with the "
+#     "absolute part scaled too (compare with Tolerance(atol*scale, rtol) where the inputs were scaled, i.e. pass "
+#     "the trial's scale into compare_outputs and add atol*scale*sqrt(n) to `allowed`), instead of dropping atol "
+#     "everywhere"))
 def test_cancelling_fp32_row_sums_in_another_order_are_not_refused():
     g = _gen(0)
     a = torch.randn(64, 128, generator=g)
@@ -101,20 +101,22 @@ def test_large_fp16_output_with_one_rounding_difference_per_element_passes():
 def test_zeros_for_every_output_under_atol_are_refused_at_the_judges_scale():
     g = _gen(5)
     ref = torch.randn(4096, generator=g) * 1e-3 * 1e-3  # every |output| far under float32's atol
-    assert not compare_outputs(torch.zeros_like(ref), ref, _tol).ok
+    first = [1.0]  # its size at the case's first trial (runners/judge.py keeps it per case)
+    assert compare_outputs(torch.zeros_like(ref), ref, _tol).ok  # element by element, without the first trial's size
+    assert not compare_outputs(torch.zeros_like(ref), ref, _tol, first).ok
     half = ref.clone()
     half[ref.abs() < ref.abs().median()] = 0.0  # the smaller half zeroed
-    assert not compare_outputs(half, ref, _tol).ok
+    assert not compare_outputs(half, ref, _tol, first).ok
 
 
 # ---- _same_number ----------------------------------------------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "runners/compare.py compare_outputs/_same_number holds every Python float to float32's tolerance (1e-5), so a "
-    "float64 result returned as a number (`.item()` of a float64 sum) escapes round 8's float64 tolerance: a "
-    "float32 computation passes as a number where the same value as a float64 tensor is refused (before round 8 "
-    "numbers were compared exactly). Fix: in _same_number use tol(torch.float64) when the oracle's float is not "
-    "exactly a float32 value (float(numpy.float32(r)) != r), float32's otherwise"))
+# Was a strict xfail (review of round 8's fixes), closed by the lead: the reason was
+#     "runners/compare.py compare_outputs/_same_number holds every Python float to float32's tolerance (1e-5), so a "
+#     "float64 result returned as a number (`.item()` of a float64 sum) escapes round 8's float64 tolerance: a "
+#     "float32 computation passes as a number where the same value as a float64 tensor is refused (before round 8 "
+#     "numbers were compared exactly). Fix: in _same_number use tol(torch.float64) when the oracle's float is not "
+#     "exactly a float32 value (float(numpy.float32(r)) != r), float32's otherwise"))
 def test_a_float64_number_is_held_to_float64s_tolerance():
     g = _gen(6)
     values = torch.rand(10_000, generator=g, dtype=torch.float64)
@@ -125,12 +127,12 @@ def test_a_float64_number_is_held_to_float64s_tolerance():
     assert not compare_outputs(cheap, ref, _tol).ok  # as a number: should be refused too
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "runners/compare.py compare_outputs holds a Python float to float32's tolerance whatever it came from: the "
-    "`.item()` of an honest bfloat16 sum in another order (one bf16 step apart) is refused as a number although "
-    "the same values pass as bf16 tensors, the refusal round 8's _same_number meant to end for float32 only. "
-    "Fix: in _same_number use tol(d) for the narrowest d of (bfloat16, float16, float32) that holds the oracle's "
-    "float exactly (float64's when none does, which also closes the float64 hole above)"))
+# Was a strict xfail (review of round 8's fixes), closed by the lead: the reason was
+#     "runners/compare.py compare_outputs holds a Python float to float32's tolerance whatever it came from: the "
+#     "`.item()` of an honest bfloat16 sum in another order (one bf16 step apart) is refused as a number although "
+#     "the same values pass as bf16 tensors, the refusal round 8's _same_number meant to end for float32 only. "
+#     "Fix: in _same_number use tol(d) for the narrowest d of (bfloat16, float16, float32) that holds the oracle's "
+#     "float exactly (float64's when none does, which also closes the float64 hole above)"))
 def test_a_bf16_sum_returned_as_a_number_in_another_order_passes():
     v = torch.randn(4096, generator=_gen(3)).bfloat16()
     ref, out = v.view(64, 64).sum(1).sum(), v.view(16, 256).sum(1).sum()  # two honest orders, both bf16
@@ -180,11 +182,11 @@ def test_a_number_changed_after_the_clock_changes_the_commitment(tmp_path):
     assert commitment_of(_through_wire((None, 6), tmp_path), 9) != mixed[1]
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "runners/wire.py encode_value sends a numpy bool (np.bool_, what `(a == b).all()` on numpy gives) as kind "
-    "'other', so the judge decodes Unsupported and compare_outputs refuses it against the baseline's Python bool "
-    "(pre-existing; round 8's _leaf_word agrees with it, so no commitment mismatch). Fix: in encode_value (and "
-    "_leaf_word) treat numpy.bool_ as bool: `isinstance(value, (bool, numpy.bool_))` -> bool(value)"))
+# Was a strict xfail (review of round 8's fixes), closed by the lead: the reason was
+#     "runners/wire.py encode_value sends a numpy bool (np.bool_, what `(a == b).all()` on numpy gives) as kind "
+#     "'other', so the judge decodes Unsupported and compare_outputs refuses it against the baseline's Python bool "
+#     "(pre-existing; round 8's _leaf_word agrees with it, so no commitment mismatch). Fix: in encode_value (and "
+#     "_leaf_word) treat numpy.bool_ as bool: `isinstance(value, (bool, numpy.bool_))` -> bool(value)"))
 def test_a_numpy_bool_output_equals_the_baselines_bool(tmp_path):
     out, ref = _through_wire(np.bool_(True), tmp_path), _through_wire(True, tmp_path)
     assert compare_outputs(out, ref, _tol).ok
@@ -202,12 +204,12 @@ def test_triton_profiled_names_still_count_as_the_kernels_own():
     assert borrowed_name("triton") and borrowed_name("sm90")
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "runners/judge_clock.py own_names removes only foreign names EQUAL to an own one, but _share credits a profiled "
-    "name that merely has a digit-first suffix over an own name (_same_kernel): a token kernel `norm` of the "
-    "candidate's claims another package's `norm_2d` doing the work. Fix: in own_names drop an own name n when any "
-    "foreign name f satisfies _same_kernel(f, n) or _same_kernel(n, f) (and in _share never count a profiled name "
-    "that _same_kernel-matches a foreign launched name)"))
+# Was a strict xfail (review of round 8's fixes), closed by the lead: the reason was
+#     "runners/judge_clock.py own_names removes only foreign names EQUAL to an own one, but _share credits a profiled "
+#     "name that merely has a digit-first suffix over an own name (_same_kernel): a token kernel `norm` of the "
+#     "candidate's claims another package's `norm_2d` doing the work. Fix: in own_names drop an own name n when any "
+#     "foreign name f satisfies _same_kernel(f, n) or _same_kernel(n, f) (and in _share never count a profiled name "
+#     "that _same_kernel-matches a foreign launched name)"))
 def test_a_foreign_kernel_with_a_suffix_over_an_own_name_is_not_credited():
     launched = ["cand.ops:norm", "otherlib.kernels:norm_2d"]
     own = own_names(launched, ["cand.ops:norm"])
