@@ -55,19 +55,27 @@ def rms_norm_fwd(x, weight, eps=1e-6):
 _MODULE = "norms/rms_fwd.py"
 
 
+def one_module_bundle(dest, module: str, source: str, **spec):
+    """A bundle of one baseline module (``source`` at ``module`` under baseline/) for the task ``spec`` (TaskSpec's
+    fields but the module and its files): the bundles of their own of rounds 7 and 8."""
+    from runners.task import TaskSpec, write_task
+
+    (dest / "baseline" / module).parent.mkdir(parents=True, exist_ok=True)
+    (dest / "baseline" / module).write_text(source)
+    write_task(dest, TaskSpec(module=module, files=[module], **spec))
+    return dest
+
+
 def norm_bundle(dest, returns: str = '{"y": y, "rstd": rstd}'):
     """A bundle for ``rms_norm_fwd`` (float16 cases; ``returns``: the baseline's return expression)."""
-    from runners.task import ArgSpec, Case, TaskSpec, write_task
+    from runners.task import ArgSpec, Case
 
-    (dest / "baseline" / "norms").mkdir(parents=True)
-    (dest / "baseline" / _MODULE).write_text(_RSTD_BASELINE.replace("@RETURN@", returns))
-    spec = TaskSpec(kernel="rms_norm_fwd", module=_MODULE, entry="rms_norm_fwd", files=[_MODULE],
-                    args=[ArgSpec("x", shape=["T", "H"]), ArgSpec("weight", shape=["H"], vary=False),
-                          ArgSpec("eps", value=1e-6)],
-                    cases=[Case(symbols={"T": 5, "H": 64}, dtype="float16"),
-                           Case(symbols={"T": 3, "H": 128}, dtype="float16")])
-    write_task(dest, spec)
-    return dest
+    return one_module_bundle(dest, _MODULE, _RSTD_BASELINE.replace("@RETURN@", returns), kernel="rms_norm_fwd",
+                             entry="rms_norm_fwd",
+                             args=[ArgSpec("x", shape=["T", "H"]), ArgSpec("weight", shape=["H"], vary=False),
+                                   ArgSpec("eps", value=1e-6)],
+                             cases=[Case(symbols={"T": 5, "H": 64}, dtype="float16"),
+                                    Case(symbols={"T": 3, "H": 128}, dtype="float16")])
 
 
 def _load(path, name: str):
@@ -424,15 +432,11 @@ HEAD_SYMBOLS = {"T": 4, "H": 512}
 
 def head_max_bundle(dest):
     """A bundle for ``head_max(x, n)``, ``n`` declared with ``range: [1, 512]`` (float32 rows of 512)."""
-    from runners.task import ArgSpec, Case, TaskSpec, write_task
+    from runners.task import ArgSpec, Case
 
-    (dest / "baseline" / "reductions").mkdir(parents=True)
-    (dest / "baseline" / _HEAD_MODULE).write_text(_HEAD_MAX)
-    spec = TaskSpec(kernel="head_max", module=_HEAD_MODULE, entry="head_max", files=[_HEAD_MODULE],
-                    args=[ArgSpec("x", shape=["T", "H"]), ArgSpec("n", range=[1, HEAD_SYMBOLS["H"]])],
-                    cases=[Case(symbols=dict(HEAD_SYMBOLS), dtype="float32")])
-    write_task(dest, spec)
-    return dest
+    return one_module_bundle(dest, _HEAD_MODULE, _HEAD_MAX, kernel="head_max", entry="head_max",
+                             args=[ArgSpec("x", shape=["T", "H"]), ArgSpec("n", range=[1, HEAD_SYMBOLS["H"]])],
+                             cases=[Case(symbols=dict(HEAD_SYMBOLS), dtype="float32")])
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ import pytest
 import torch
 from conftest import CHEATS
 from test_judge_attacks_round4 import _gpu_summary, _import, _needs_gpu, _source, gpu_rms_evaluator  # noqa: F401
-from test_judge_attacks_round7 import _load, _summary
+from test_judge_attacks_round7 import _load, _summary, one_module_bundle
 
 from runners.compare import compare_outputs, output_scales
 from runners.inputs import SCALE_LOG10
@@ -55,15 +55,11 @@ ZEROS = "round8_zeros_below_the_absolute_tolerance.py"
 
 def silu_mul_bundle(dest):
     """A bundle for ``silu_mul(x, y)`` (float16 rows; both inputs vary)."""
-    from runners.task import ArgSpec, Case, TaskSpec, write_task
+    from runners.task import ArgSpec, Case
 
-    (dest / "baseline" / "acts").mkdir(parents=True)
-    (dest / "baseline" / _SILU_MODULE).write_text(_SILU_MUL)
-    spec = TaskSpec(kernel="silu_mul", module=_SILU_MODULE, entry="silu_mul", files=[_SILU_MODULE],
-                    args=[ArgSpec("x", shape=["T", "H"]), ArgSpec("y", shape=["T", "H"])],
-                    cases=[Case(symbols={"T": 4, "H": 64}, dtype="float16")])
-    write_task(dest, spec)
-    return dest
+    return one_module_bundle(dest, _SILU_MODULE, _SILU_MUL, kernel="silu_mul", entry="silu_mul",
+                             args=[ArgSpec("x", shape=["T", "H"]), ArgSpec("y", shape=["T", "H"])],
+                             cases=[Case(symbols={"T": 4, "H": 64}, dtype="float16")])
 
 
 @pytest.fixture(scope="module")
@@ -284,14 +280,11 @@ SUMS64 = "round8_float64_sum_in_float32.py"
 
 def row_sums_bundle(dest):
     """A bundle for ``row_sums(x)`` (float32 rows in, a float64 sum per row out)."""
-    from runners.task import ArgSpec, Case, TaskSpec, write_task
+    from runners.task import ArgSpec, Case
 
-    (dest / "baseline" / "stats").mkdir(parents=True)
-    (dest / "baseline" / _SUMS_MODULE).write_text(_ROW_SUMS)
-    spec = TaskSpec(kernel="row_sums", module=_SUMS_MODULE, entry="row_sums", files=[_SUMS_MODULE],
-                    args=[ArgSpec("x", shape=["T", "H"])], cases=[Case(symbols={"T": 6, "H": 256}, dtype="float32")])
-    write_task(dest, spec)
-    return dest
+    return one_module_bundle(dest, _SUMS_MODULE, _ROW_SUMS, kernel="row_sums", entry="row_sums",
+                             args=[ArgSpec("x", shape=["T", "H"])],
+                             cases=[Case(symbols={"T": 6, "H": 256}, dtype="float32")])
 
 
 @pytest.fixture(scope="module")
@@ -371,15 +364,11 @@ NUMBERS = "round8_numbers_outside_the_commitment.py"
 
 def clip_count_bundle(dest):
     """A bundle for ``clip_count(x, bound)`` (a float32 vector, ``bound`` fixed at 1.5): a tensor and an int out."""
-    from runners.task import ArgSpec, Case, TaskSpec, write_task
+    from runners.task import ArgSpec, Case
 
-    (dest / "baseline" / "ops").mkdir(parents=True)
-    (dest / "baseline" / _CLIP_MODULE).write_text(_CLIP_COUNT)
-    spec = TaskSpec(kernel="clip_count", module=_CLIP_MODULE, entry="clip_count", files=[_CLIP_MODULE],
-                    args=[ArgSpec("x", shape=["N"]), ArgSpec("bound", value=1.5)],
-                    cases=[Case(symbols=dict(CLIP_SYMBOLS), dtype="float32")])
-    write_task(dest, spec)
-    return dest
+    return one_module_bundle(dest, _CLIP_MODULE, _CLIP_COUNT, kernel="clip_count", entry="clip_count",
+                             args=[ArgSpec("x", shape=["N"]), ArgSpec("bound", value=1.5)],
+                             cases=[Case(symbols=dict(CLIP_SYMBOLS), dtype="float32")])
 
 
 @pytest.fixture(scope="module")
