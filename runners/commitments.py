@@ -11,15 +11,14 @@ a graph; the wide tree levels run in runners/hash_tree.py. The judge recomputes 
 from __future__ import annotations
 
 import hashlib
+import json
 import math
-import numbers
 
-import numpy as np
 import torch
 
 from . import hash_tree
 from .compare import flatten
-from .wire import Unsupported
+from .wire import leaf_meta
 
 
 _MASK = (1 << 64) - 1
@@ -253,26 +252,10 @@ _ABSENT = object()  # a slot whose outputs are shorter than another's at this po
 
 
 def _leaf_word(value) -> int:
-    """A non-tensor output as one int64, from what crosses the wire for it (runners/wire.py ``encode_value``: an
-    int, a float, a bool, a short string, None, a dtype's name), so the judge, hashing what it decoded, gets the same
-    word: numpy's scalars as Python's, a float by its exact bits."""
-    if value is None:
-        canonical = ("none",)
-    elif isinstance(value, (bool, np.bool_)):
-        canonical = ("bool", bool(value))
-    elif isinstance(value, numbers.Integral):
-        canonical = ("int", int(value))
-    elif isinstance(value, numbers.Real):
-        canonical = ("float", float(value).hex())
-    elif isinstance(value, str):
-        canonical = ("str", value)
-    elif isinstance(value, torch.dtype):
-        canonical = ("str", str(value))
-    elif isinstance(value, Unsupported):  # what the judge decodes for a kind the wire does not carry
-        canonical = ("other", value.type_name)
-    else:
-        canonical = ("other", type(value).__name__[:40])
-    raw = hashlib.blake2b(repr(canonical).encode(), digest_size=8).digest()
+    """A non-tensor output as one int64: a hash of what crosses the wire for it (runners/wire.py ``leaf_meta``), so
+    the judge, hashing what it decoded, gets the worker's word (numpy's scalars as Python's, a float by its exact
+    value: JSON writes the shortest repr that reads back the same)."""
+    raw = hashlib.blake2b(json.dumps(leaf_meta(value), sort_keys=True).encode(), digest_size=8).digest()
     return _int64(int.from_bytes(raw, "little"))
 
 

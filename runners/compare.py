@@ -151,28 +151,24 @@ def inputs_unchanged(before: dict, after: dict, written: list[str]) -> str:
     return ""
 
 
+def _finite_magnitudes(t) -> torch.Tensor | None:
+    """|values| of a floating tensor's finite entries (at most ~1 M of them, evenly spaced); None for anything else."""
+    if not (isinstance(t, torch.Tensor) and t.dtype.is_floating_point and t.numel()):
+        return None
+    flat = t.detach().reshape(-1)
+    flat = flat[:: max(1, flat.numel() // 1_000_000)].float().abs()
+    return flat[torch.isfinite(flat)]
+
+
 def output_scales(out) -> list:
     """Each output's median magnitude over its finite values (floating tensors; None for the others)."""
-    scales = []
-    for t in flatten(out):
-        if isinstance(t, torch.Tensor) and t.dtype.is_floating_point and t.numel():
-            flat = t.detach().reshape(-1)
-            flat = flat[:: max(1, flat.numel() // 1_000_000)].float().abs()
-            flat = flat[torch.isfinite(flat)]
-            scales.append(float(flat.median()) if flat.numel() else None)
-        else:
-            scales.append(None)
-    return scales
+    parts = [_finite_magnitudes(t) for t in flatten(out)]
+    return [float(p.median()) if p is not None and p.numel() else None for p in parts]
 
 
 def output_scale(out) -> float | None:
     """The median magnitude of the finite values of the floating outputs (on at most ~1 M of them, evenly spaced):
     the scale against which a tolerance's ``atol`` means something."""
-    parts = []
-    for t in flatten(out):
-        if isinstance(t, torch.Tensor) and t.dtype.is_floating_point and t.numel():
-            flat = t.detach().reshape(-1)
-            flat = flat[:: max(1, flat.numel() // 1_000_000)].float().abs()
-            parts.append(flat[torch.isfinite(flat)])
+    parts = [p for p in (_finite_magnitudes(t) for t in flatten(out)) if p is not None]
     values = torch.cat(parts) if parts else None
     return float(values.median()) if values is not None and values.numel() else None

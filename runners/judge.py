@@ -173,7 +173,8 @@ class Judge(TimingSteps):
             both = [ref, [ref_written.get(n) for n in names]]
             if trial == 0:
                 self.first_scales[case.id] = output_scales(both)
-            cmp = compare_outputs([out, [written.get(n) for n in names]], both, tol, self.first_scales.get(case.id))
+            cmp = compare_outputs([out, [written.get(n) for n in names]], both, tol,
+                                  self.first_scales[case.id] if trial else None)  # trial 0 is the scale itself
             result.trials = trial + 1
             result.max_abs_err = max(result.max_abs_err, cmp.max_abs_err)
             result.err_ratio = max(result.err_ratio, cmp.err_ratio)

@@ -254,6 +254,14 @@ def encode_value(folder: Path, prefix: str, value, storage: bool = False) -> dic
     if isinstance(value, dict) and all(isinstance(k, str) for k in value):
         return {"kind": "map", "items": {k: encode_value(folder, f"{prefix}_{n}", value[k], storage)
                                          for n, k in enumerate(sorted(value))}}
+    return leaf_meta(value)
+
+
+def leaf_meta(value) -> dict:
+    """What crosses the wire for a value that is neither a tensor nor a container: a number (numpy's as Python's), a
+    bool, a short string, a dtype's name, None, or the name of a kind it does not carry (an ``Unsupported`` decoded
+    on the judge's side gives its own again). The window's commitments hash this too (runners/commitments.py), so
+    that the judge, hashing what it decoded, gets the worker's word."""
     if value is None:
         return {"kind": "none"}
     if isinstance(value, torch.dtype):
@@ -266,6 +274,8 @@ def encode_value(folder: Path, prefix: str, value, storage: bool = False) -> dic
         return {"kind": "scalar", "value": float(value)}
     if isinstance(value, str) and len(value) <= MAX_TEXT:
         return {"kind": "scalar", "value": value}
+    if isinstance(value, Unsupported):
+        return {"kind": "other", "type": value.type_name}
     return {"kind": "other", "type": type(value).__name__}
 
 

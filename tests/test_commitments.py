@@ -119,6 +119,8 @@ def test_numbers_strings_and_none_are_committed_to_as_the_wire_carries_them():
     assert commitment_of((t, np.float32(0.5)), 3) == commitment_of((t, 0.5), 3)
     assert commitment_of({"n": 1.0, "y": t}, 3) != commitment_of({"n": 1.0 + 2**-40, "y": t}, 3)
     assert commitment_of((t, "a"), 3) != commitment_of((t, "b"), 3)
+    from runners.wire import MAX_TEXT, Unsupported  # what the wire does not carry: the judge's marker, the same word
+    assert _leaf_word("x" * (MAX_TEXT + 1)) == _leaf_word(Unsupported("str")) != _leaf_word("x")
     uniform = [(torch.randn(3), k, "x") for k in range(5)]
     assert commitments(uniform, 8) == [commitment_of(o, 8) for o in uniform] == [_reference(o, 8) for o in uniform]
 
