@@ -17,7 +17,7 @@ import pytest
 import torch
 from conftest import CHEATS
 from test_judge_attacks_round4 import _gpu_summary, _import, _needs_gpu, _source, gpu_rms_evaluator  # noqa: F401
-from test_judge_attacks_round7 import _load, _summary, one_module_bundle
+from test_judge_attacks_round7 import _load, _summary, head_bundle, one_module_bundle  # noqa: F401 (fixture)
 
 from runners.compare import compare_outputs, output_scales
 from runners.inputs import SCALE_LOG10
@@ -67,13 +67,18 @@ def silu_bundle(tmp_path_factory):
     return silu_mul_bundle(tmp_path_factory.mktemp("r8-silu"))
 
 
-@pytest.fixture(scope="module")
-def zeros_runs(silu_bundle) -> dict:
+def _baseline_and_cheat(bundle, cheat: str, seed: int, trials: int) -> dict:
+    """The baseline and a cheat judged for correctness (untimed) by one evaluator on the interpreter."""
     from runners.sandbox import Evaluator
 
-    with Evaluator(silu_bundle, "interpret", timeout=120, trials=3, spare=False) as ev:
-        return {"baseline": ev.evaluate(ev.baseline, seed=81, time_it=False),
-                "cheat": ev.evaluate(_source(ZEROS), seed=82, time_it=False, static_policy=False)}
+    with Evaluator(bundle, "interpret", timeout=120, trials=trials, spare=False) as ev:
+        return {"baseline": ev.evaluate(ev.baseline, seed=seed, time_it=False),
+                "cheat": ev.evaluate(_source(cheat), seed=seed + 1, time_it=False, static_policy=False)}
+
+
+@pytest.fixture(scope="module")
+def zeros_runs(silu_bundle) -> dict:
+    return _baseline_and_cheat(silu_bundle, ZEROS, seed=81, trials=3)
 
 
 def test_zeros_below_the_atol_are_the_whole_output_at_the_judges_low_scales(silu_bundle):
@@ -187,14 +192,7 @@ _QUIET = {"corroboration_tolerance": 5.0}
 
 
 @pytest.fixture(scope="module")
-def head_bundle(tmp_path_factory):
-    from test_judge_attacks_round7 import head_max_bundle
-
-    return head_max_bundle(tmp_path_factory.mktemp("r8-head"))
-
-
-@pytest.fixture(scope="module")
-def tunes_run(head_bundle, tmp_path_factory) -> dict:
+def tunes_run(head_bundle, tmp_path_factory) -> dict:  # noqa: F811
     from test_judge_attacks_round4 import _timed_judge
     from test_judge_attacks_round7 import HEAD_SYMBOLS
 
@@ -204,7 +202,7 @@ def tunes_run(head_bundle, tmp_path_factory) -> dict:
     return run
 
 
-def test_the_per_value_tuner_is_slow_at_every_new_value(head_bundle, tmp_path):
+def test_the_per_value_tuner_is_slow_at_every_new_value(head_bundle, tmp_path):  # noqa: F811
     """Control, outside the judge (the CPU interpreter, host time): right for every n; at a value it has met before
     no slower than the baseline (what every timed call of the judge is), and at a value it has not met (what a
     caller whose n varies passes) several times slower than the baseline."""
@@ -294,11 +292,7 @@ def sums_bundle(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def sums_runs(sums_bundle) -> dict:
-    from runners.sandbox import Evaluator
-
-    with Evaluator(sums_bundle, "interpret", timeout=120, trials=2, spare=False) as ev:
-        return {"baseline": ev.evaluate(ev.baseline, seed=86, time_it=False),
-                "cheat": ev.evaluate(_source(SUMS64), seed=87, time_it=False, static_policy=False)}
+    return _baseline_and_cheat(sums_bundle, SUMS64, seed=86, trials=2)
 
 
 def test_a_float64_sum_in_float32_carries_float32s_error(sums_bundle):
