@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -153,7 +154,9 @@ def part_c(runs: int, save=lambda partial: None, kernel: str = "layer_norm") -> 
     return {"runs": results, "min": min(sp) if sp else None, "max": max(sp) if sp else None}
 
 
-def part_d(count: int, save=lambda partial: None, protocol: str = "search") -> dict:
+def part_d(count: int, save=lambda partial: None, protocol: str = "search", prefetch: bool = True) -> dict:
+    """``prefetch``: as the search runs it (evolver/loop.py): each evaluation in a thread, and the next candidate
+    given to the evaluator at once, loaded and compiled in the warm spare while this one is judged."""
     bundle = bundle_for("rms_norm")
     with Evaluator(bundle, BACKEND, timeout=600, trials=2) as ev:
         knobs = find_knobs(ev.baseline)
@@ -166,18 +169,23 @@ def part_d(count: int, save=lambda partial: None, protocol: str = "search") -> d
                 sources.append(src)
         ev.evaluate(ev.baseline, seed=1)  # the oracle warm, as in a search
         rows = []
+        pool = ThreadPoolExecutor(max_workers=1)
         t0 = time.perf_counter()
         for i, src in enumerate(sources):
-            r = ev.evaluate(src, seed=100 + i, protocol=protocol)
+            running = pool.submit(ev.evaluate, src, seed=100 + i, protocol=protocol)
+            if prefetch and i + 1 < len(sources):
+                ev.prefetch(sources[i + 1])
+            r = running.result()
             rows.append({"ok": r.ok, "stage": r.stage, "duration_s": r.duration_s, "phases": r.phases,
-                         "fitness": r.fitness})
+                         "fitness": r.fitness, "samples": [c.samples for c in r.cases]})
             save({"rows": rows, "wall_s_so_far": time.perf_counter() - t0})
         wall = time.perf_counter() - t0
+        pool.shutdown()
     keys = sorted({k for r in rows for k in r["phases"]})
     phases = {k: statistics.mean(r["phases"].get(k, 0.0) for r in rows) for k in keys}
     per = statistics.mean(r["duration_s"] for r in rows)
-    return {"protocol": protocol, "candidates": count, "wall_s": wall, "per_minute": 60 * count / wall, "mean_s": per,
-            "phases_mean_s": phases,
+    return {"protocol": protocol, "prefetch": prefetch, "candidates": count, "wall_s": wall,
+            "per_minute": 60 * count / wall, "mean_s": per, "phases_mean_s": phases,
             "overhead_beyond_compile_and_timing_s": per - phases["correctness"] - phases["timing"],
             "rows": rows}
 
@@ -205,6 +213,7 @@ def main() -> None:
     ap.add_argument("--autotuned", default="layer_norm", help="(c): the autotuned kernel timed against its copy")
     ap.add_argument("--protocol", default="search", help="(b) and (d): the search's protocol, or full")
     ap.add_argument("--no-reference", action="store_true", help="(a) without the torch.compile column")
+    ap.add_argument("--no-prefetch", action="store_true", help="(d) one candidate at a time, nothing loaded ahead")
     args = ap.parse_args()
     global BACKEND
     BACKEND = args.backend
@@ -220,7 +229,7 @@ def main() -> None:
         result[part] = {"a": lambda: part_a(args.runs, args.kernels.split(","), save, not args.no_reference),
                         "b": lambda: part_b(args.pairs, save, args.protocol),
                         "c": lambda: part_c(args.runs, save, args.autotuned),
-                        "d": lambda: part_d(args.candidates, save, args.protocol)}[part]()
+                        "d": lambda: part_d(args.candidates, save, args.protocol, not args.no_prefetch)}[part]()
         result[part]["seconds"] = time.perf_counter() - t0
         path.write_text(json.dumps(result, indent=1, default=str))
         print(f"part {part} done in {result[part]['seconds']:.0f} s", flush=True)

@@ -64,6 +64,20 @@ class ChangeDescriber:
         return self.tuner.describe(genome)
 
 
+class SearchEvaluate:
+    """One device's evaluation for the search: the screening protocol with a fresh seed per candidate, and the next
+    candidate loaded and compiled ahead while the current one is judged (``Evaluator.prefetch``)."""
+
+    def __init__(self, evaluator):
+        self.evaluator = evaluator
+
+    def __call__(self, cand: Candidate):
+        return self.evaluator.evaluate(cand.source, secrets.randbits(62), protocol="search")
+
+    def prefetch(self, cand: Candidate) -> bool:
+        return self.evaluator.prefetch(cand.source)
+
+
 @dataclass
 class Engine:
     archive: Archive
@@ -197,7 +211,7 @@ def run_search(evaluator, baseline: Candidate, opts: EngineOptions, out: Path, s
                           in_flight=in_flight, round_size=islands)
     # One evaluate callable per GPU (the loop runs one evaluation on each at a time); a job has one for now.
     # every candidate is screened under the search protocol; the champion is re-run under the full one (bot/optimize.py)
-    evaluate = evaluate or (lambda c: evaluator.evaluate(c.source, secrets.randbits(62), protocol="search"))
+    evaluate = evaluate or SearchEvaluate(evaluator)
     devices = list(evaluate) if isinstance(evaluate, (list, tuple)) else [evaluate]
     order: dict[int, int] = {}  # candidate id -> the evaluation that measured it
 

@@ -152,12 +152,29 @@ class Search:
             self.store.set_evaluation(cand, self.state())
         self.on_result(cand)
 
+    def _prefetch(self, ahead: dict[int, int], busy: list[int]) -> None:
+        """Each busy device whose evaluator can load the next candidate ahead (``prefetch``: its kernels compile
+        while the current one is judged, runners/sandbox.py) is given the next pending candidate not yet given."""
+        given = set(ahead.values())
+        waiting = [c for c in self.pending if c.id not in ahead]
+        for slot in busy:
+            prefetch = getattr(self.evaluators[slot], "prefetch", None)
+            if slot in given or prefetch is None or not waiting:
+                continue
+            cand = waiting.pop(0)
+            try:
+                if prefetch(cand):
+                    ahead[cand.id] = slot
+            except Exception:  # noqa: BLE001 - a speed-up only: the evaluation does it all again
+                log.exception("prefetch failed")
+
     def run(self) -> SearchSummary:
         cfg = self.config
         pool = ThreadPoolExecutor(max_workers=cfg.in_flight + len(self.evaluators), thread_name_prefix="search")
         proposing: dict[Future, Operator] = {}
         evaluating: dict[Future, tuple[Candidate, int]] = {}
         free_devices = list(range(len(self.evaluators)))
+        ahead: dict[int, int] = {}  # candidate id -> the device that loads it while busy with another
         streaks = {"duplicate": 0, "rejected": 0}
         started = time.monotonic() - self.n.elapsed_s
         stop = ""
@@ -186,8 +203,12 @@ class Search:
                     if reason is not None and (reason != "evaluations" or not in_progress):
                         stop = reason
                 while self.pending and free_devices:
-                    cand, slot = self.pending.popleft(), free_devices.pop(0)
+                    cand = self.pending.popleft()
+                    slot = ahead.pop(cand.id, None)
+                    slot = slot if slot in free_devices else free_devices[0]
+                    free_devices.remove(slot)
                     evaluating[pool.submit(self.evaluators[slot], cand)] = (cand, slot)
+                self._prefetch(ahead, [slot for _, slot in evaluating.values()])
                 # Past the wall clock, proposals still thinking are abandoned; any other stop lets them finish
                 # (their tokens are spent) and evaluates what they bring.
                 waiting = [] if stop == "wall-clock" else list(proposing)

@@ -110,7 +110,7 @@ class TimingSteps:
         for round_ in range(p.max_rounds):
             pair = [(self.oracle, samples_b), (self.candidate, samples_c)]
             for worker, samples in (pair if round_ % 2 == 0 else pair[::-1]):
-                with self._alone(worker):
+                with self._alone(worker, clock=False):
                     reply = worker.request("sample", replays=replays)
                 if not reply.get("ok"):
                     raise Refusal("timing", f"sampling failed: {reply.get('error')}")
@@ -120,16 +120,20 @@ class TimingSteps:
                 samples.append(float(us))
             if round_ + 1 >= p.min_rounds and (
                     (_spread(samples_b) <= p.target_spread and _spread(samples_c) <= p.target_spread)
+                    or decided(samples_b, samples_c, p.decisive_margin)
                     or time.perf_counter() - started > p.case_time_cap_s):
                 break
 
     @contextlib.contextmanager
-    def _alone(self, worker):
+    def _alone(self, worker, clock: bool = True):
         """The oracle's times are taken with the candidate's processes stopped, so that a candidate cannot slow
         the baseline down (a thread keeping the GPU busy while its own worker waits) and look faster for it.
-        The bystanders (the warm spare, which may still be importing the next candidate's host modules,
-        runners/preload.py) are stopped while either side is timed."""
-        quiet = [w for w in self.bystanders if w is not worker]
+        The bystanders (the warm spare: importing the next candidate's host modules, runners/preload.py, or with
+        the next candidate loaded and compiling its kernels, runners/warm.py) are stopped whenever the oracle is
+        timed and whenever the judge's own clock runs (``clock``: a wall clock, which the host's load moves).
+        While the candidate's samples are taken (device times, by events around a replay) they may go on: all
+        they could do there is make another candidate look slower, and the compiles overlap the timing."""
+        quiet = [w for w in self.bystanders if w is not worker and (clock or worker is self.oracle)]
         if worker is self.oracle:
             quiet.append(self.candidate)
         for w in quiet:
@@ -359,6 +363,17 @@ def borrowed_name(name: str) -> bool:
 
 def _library_kernel(name: str) -> bool:
     return any(s in name for s in ("at::", "aten::", "Memcpy", "Memset", "elementwise", "reduce_kernel", "cub::"))
+
+
+def decided(samples_b: list[float], samples_c: list[float], margin: float) -> bool:
+    """Screening's early stop: the two sides' interquartile ranges do not overlap and their medians are at least
+    ``margin`` from parity. More samples would move the ratio, not the verdict (a clear loss, or a clear win that
+    the judge's clock still corroborates); the champion is re-timed in full."""
+    if margin <= 0 or len(samples_b) < 4 or len(samples_c) < 4:
+        return False
+    qb, qc = statistics.quantiles(samples_b, n=4), statistics.quantiles(samples_c, n=4)
+    apart = qc[2] < qb[0] or qb[2] < qc[0]
+    return apart and abs(statistics.median(samples_b) / statistics.median(samples_c) - 1.0) >= margin
 
 
 def _spread(samples: list[float]) -> float:

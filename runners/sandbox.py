@@ -9,8 +9,10 @@ Nothing a worker sends is unpickled or executed; a worker that breaks the protoc
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
+import threading
 import os
 import shutil
 import subprocess
@@ -18,7 +20,7 @@ import sys
 import tempfile
 import time
 import weakref
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from .backends import get_backend
@@ -42,6 +44,14 @@ def _spawner() -> ThreadPoolExecutor:
     """The one thread that starts every worker, living as long as this process (see Evaluator._spawn); one per
     process id, since a forked child has none of its parent's threads."""
     return _SPAWNERS.setdefault(os.getpid(), ThreadPoolExecutor(max_workers=1, thread_name_prefix="ks-spawn"))
+
+@dataclasses.dataclass
+class Prefetch:
+    """The warm spare with the next candidate loaded into it and its kernels compiling (``Evaluator.prefetch``)."""
+    source: str
+    worker: WorkerProcess
+    done: Future  # -> (the load's reply, the warm-up's reply or None, seconds)
+
 
 class Evaluator:
     """Evaluates candidate sources for one task bundle (``evaluate(source) -> Evaluation``)."""
@@ -87,6 +97,11 @@ class Evaluator:
         self._peak: tuple[float, int] | None = None
         self._device_info: dict = {}
         self.started = 0  # candidate workers started (for the throughput benchmark)
+        self._lock = threading.Lock()  # the spare and the prefetch: the search prefetches from its own thread
+        self._prefetch: Prefetch | None = None
+        self._wanted: str | None = None  # the source to prefetch once the next evaluation has taken its worker
+        self._running = False  # an evaluation holds its candidate worker
+        self._warmer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ks-warm")
         if _LIBC is not None:  # the judge too: a worker of the same user may not open its pipes through /proc
             _LIBC.prctl(_PR_SET_DUMPABLE, 0)
         if spare:  # both start importing torch now, in parallel, before the first evaluation needs them
@@ -149,12 +164,62 @@ class Evaluator:
         return (f"the baseline module {self.spec.module} (or a helper it imports) failed to import in a worker "
                 f"({self.backend.name}): {text}")
 
-    def _take_candidate(self) -> WorkerProcess:
-        worker = self._spare if (self._spare and self._spare.alive()) else self._spawn("candidate")
-        if self.isolation.active and not self._isolation_checked:
-            worker = self._check_isolation(worker)
-        self._spare = self._spawn("candidate") if self._use_spare else None
-        return worker
+    def _take_candidate(self, source: str) -> tuple[WorkerProcess, Future | None]:
+        """The worker for ``source``: the spare, or the prefetched spare if it holds this source (with the future of
+        its load and warm-up); a spare prefetched for another source is ended. Then the new spare is started and
+        given the source the search wants next, if it said so (``prefetch``)."""
+        with self._lock:
+            ahead, self._prefetch = self._prefetch, None
+            if self._wanted == source:
+                self._wanted = None
+            if ahead is not None and ahead.source != source:
+                ahead.worker.close()
+                self._spare, ahead = None, None
+            worker = self._spare if (self._spare and self._spare.alive()) else self._spawn("candidate")
+            if self.isolation.active and not self._isolation_checked:
+                worker = self._check_isolation(worker)
+            self._spare = self._spawn("candidate") if self._use_spare else None
+            self._running = True
+            self._start_prefetch()
+        return worker, (ahead.done if ahead is not None and ahead.worker is worker else None)
+
+    def prefetch(self, source: str) -> bool:
+        """The search's next candidate: loaded into the warm spare, and its kernels compiled at the cases' shapes
+        (runners/warm.py), while the evaluation in progress is judged, so that its own evaluation starts compiled.
+        Called while no evaluation holds its worker (one submitted and not yet started, say), it waits for the
+        next evaluation to take its worker and start the new spare. Only the search's cases are sent (never the
+        held-out ones). A speed-up only: ``evaluate`` of another source ends the prefetched worker. Returns
+        whether ``source`` is (or will be) the one prefetched; one at a time."""
+        with self._lock:
+            held = self._prefetch.source if self._prefetch is not None else self._wanted
+            if held is not None:
+                return held == source
+            if not self._use_spare or check_source(source, self.baseline, self.spec.entry):
+                return False
+            self._wanted = source
+            if self._running:
+                self._start_prefetch()
+            return True
+
+    def _start_prefetch(self) -> None:
+        """(Under the lock.) The wanted source into the spare, in the background."""
+        source, spare = self._wanted, self._spare
+        if source is None or spare is None or not spare.alive() or (self.isolation.active
+                                                                   and not self._isolation_checked):
+            return
+        self._wanted = None
+        self._prefetch = Prefetch(source, spare, self._warmer.submit(self._load_and_warm, spare, source))
+
+    def _load_and_warm(self, worker: WorkerProcess, source: str) -> tuple[dict, dict | None, float]:
+        t0 = time.perf_counter()
+        worker.deadline = time.monotonic() + self.timeout + START_TIMEOUT  # it may be paused meanwhile
+        info = self._load(worker, "ks_candidate", source)
+        warm = None
+        if info.get("ok") and self.backend.timed:
+            warm = worker.request("warm", args=[dataclasses.asdict(a) for a in self.spec.args],
+                                  cases=[dataclasses.asdict(c) for c in self.spec.cases])
+        worker.deadline = None
+        return info, warm, time.perf_counter() - t0
 
     def _check_isolation(self, worker: WorkerProcess) -> WorkerProcess:
         """Once, before any candidate code runs: a worker under the candidates' user must start, reach the
@@ -215,16 +280,26 @@ class Evaluator:
             return Evaluation(stage="baseline", error=f"the oracle worker failed to start ({type(exc).__name__}):\n"
                                                       f"{tail}", notes=["harness-error"])
         cases = self.spec.held_out if case_set == "held_out" else self.spec.cases
-        candidate = self._take_candidate()
+        candidate, prefetched = self._take_candidate(source)
         deadline = time.monotonic() + self.timeout
-        oracle.deadline = candidate.deadline = deadline
         ev = Evaluation(stage="compile", protocol=protocol)
         try:
             t0 = time.perf_counter()
-            candidate.wait_ready(START_TIMEOUT)
-            t1 = time.perf_counter()
-            info = self._load(candidate, "ks_candidate", source)
-            ev.phases.update(worker=t1 - t0, load=time.perf_counter() - t1)
+            if prefetched is not None:  # loaded (and compiled) while the evaluation before was judged
+                info, warm, seconds = prefetched.result(timeout=max(1.0, deadline - time.monotonic()))
+                ev.phases.update(prefetch_wait=time.perf_counter() - t0, prefetch=seconds)
+                if warm is not None:  # what it met is said, not judged: the trials meet it again on real inputs
+                    ev.phases["prefetch.warm"] = float(warm.get("seconds", 0.0)) if warm.get("ok") else 0.0
+                    if not warm.get("ok") or warm.get("error_count"):
+                        ev.notes.append(f"prefetch: compiling ahead met {warm.get('error_count', 1)} error(s): "
+                                        f"{str(warm.get('errors') or warm.get('error'))[:300]}")
+            else:
+                candidate.deadline = deadline
+                candidate.wait_ready(START_TIMEOUT)
+                t1 = time.perf_counter()
+                info = self._load(candidate, "ks_candidate", source)
+                ev.phases.update(worker=t1 - t0, load=time.perf_counter() - t1)
+            oracle.deadline = candidate.deadline = deadline
             if not info.get("ok"):
                 ev.error = f"import failed: {info.get('error')}\n{info.get('traceback', '')}".strip()
                 ev.error = ev.error.replace(str(candidate.workdir / "ks_candidate") + "/", "")
@@ -237,7 +312,7 @@ class Evaluator:
                 run_protocol(judge, cases, int(seed), trials or self.trials, time_it, reference, ev, self._peak)
                 if ev.stage == "baseline":
                     ev.notes.append("harness-error")
-        except PeerTimeout:
+        except (PeerTimeout, TimeoutError):
             if oracle.failed:
                 ev = Evaluation(stage="baseline", cases=ev.cases, notes=["harness-error"],
                                 error=f"the oracle worker (the baseline) did not answer within {self.timeout:.0f} s")
@@ -264,6 +339,8 @@ class Evaluator:
             candidate.kill()  # no goodbye: a candidate's process is not asked, it is ended
             candidate.close()
             oracle.deadline = None
+            with self._lock:
+                self._running = False
         ev.env = self._environment()
         ev.protocol = protocol
         ev.duration_s = time.perf_counter() - started
@@ -279,6 +356,7 @@ class Evaluator:
             self._oracle_info = {}
 
     def close(self) -> None:
+        self._warmer.shutdown(wait=False, cancel_futures=True)
         for worker in (self._spare, self._oracle):
             if worker is not None:
                 worker.close()

@@ -5,8 +5,8 @@ It never decides anything. It runs the entry on inputs the judge sent, hands bac
 bytes (runners/wire.py), and reports device times that the judge treats as claims to be corroborated. The
 candidate's worker is untrusted: everything it says is either checked by the judge or only used to refuse.
 
-Requests (JSON, one at a time): load, call, prepare_timing, sample, refresh, window, fetch, host_overhead,
-profile, release, exit.
+Requests (JSON, one at a time): load, warm, call, prepare_timing, sample, refill, window, reveal, host_overhead,
+profile, bandwidth, probe, release, exit.
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 import triton
 
-from . import interpreter_shims, launches, preload
+from . import interpreter_shims, launches, preload, warm
 from .compare import flatten
 from .inputs import SlotBank, config_scalar
 from .task import ArgSpec, Case
@@ -60,6 +60,7 @@ class Server:
         self.exchange: Path | None = None  # judge's folder for inputs (read-only for us)
         self.outbox: Path | None = None  # our folder for outputs
         self.timers: dict[str, SlotTimer] = {}  # "sample", "window" (and "-ref" for the torch reference)
+        self.interpret = False
 
     # ---- requests -------------------------------------------------------------------------------------
     def load(self, req: dict) -> dict:
@@ -76,6 +77,9 @@ class Server:
         if req.get("interpret"):  # a stand-in driver and list grids: what the CPU interpreter lacks (nothing on a GPU)
             interpreter_shims.install()
         launches.install()
+        self.interpret = bool(req.get("interpret"))
+        if not self.interpret:
+            warm.install()
         try:
             self.module = importlib.import_module(name)
             self.fn = getattr(self.module, req["entry"])
@@ -146,6 +150,14 @@ class Server:
         if self.module is not None:
             reply["autotune"] = launches.autotune_state(self.module)
         return reply
+
+    def warm(self, req: dict) -> dict:
+        """The candidate's kernels compiled at every case's shapes before its turn (runners/warm.py); on the
+        interpreter (and the tests' timed CPU stand-in) there is nothing to compile."""
+        if self.interpret or self.fn is None or self.device != "cuda":
+            return {"ok": True, "calls": 0, "skipped": "nothing to compile off the GPU"}
+        args = [ArgSpec(**a) for a in req["args"]]
+        return warm.warm(self.fn, args, [Case(**c) for c in req["cases"]], self.device)
 
     def _bank(self, req: dict) -> SlotBank:
         args = [ArgSpec(**a) for a in req["args"]]
@@ -242,7 +254,7 @@ class Server:
         handlers = {"load": self.load, "call": self.call, "prepare_timing": self.prepare_timing,
                     "sample": self.sample, "refill": self.refill, "window": self.window, "reveal": self.reveal,
                     "host_overhead": self.host_overhead, "profile": self.profile, "bandwidth": self.bandwidth,
-                    "probe": self.probe,
+                    "probe": self.probe, "warm": self.warm,
                     "release": self.release}
         self.channel.send({"ok": True, "ready": True, "torch": torch.__version__, "triton": triton.__version__})
         while True:

@@ -60,3 +60,24 @@ def test_honest_rewrite_is_timed(gpu_evaluator):
 def test_cheats_past_the_policy_get_no_speedup_on_the_gpu(gpu_evaluator, cheat):
     ev = run_past_the_policy(gpu_evaluator, (CHEATS / cheat).read_text(), time_it=True)
     assert not ev.ok, (ev.stage, [(c.case, c.speedup, c.judge_ratio) for c in ev.cases])
+
+
+def test_a_prefetched_candidate_arrives_compiled_and_is_judged_the_same(gpu_evaluator):
+    """The search's pipeline on the GPU: the next candidate is loaded into the warm spare while another is judged,
+    and its kernels compiled at the cases' shapes with nothing launched (runners/warm.py); its evaluation then
+    starts compiled, with the same verdict as without."""
+    import threading
+
+    honest = (CHEATS / "honest_rewrite.py").read_text()
+    judged = []
+    t = threading.Thread(target=lambda: judged.append(gpu_evaluator.evaluate(gpu_evaluator.baseline + "\n# judged\n",
+                                                                              seed=5, protocol="search")))
+    t.start()
+    assert gpu_evaluator.prefetch(honest)
+    t.join()
+    assert judged[0].ok, judged[0].error
+    ev = gpu_evaluator.evaluate(honest, seed=6, protocol="search")
+    assert ev.ok and ev.timed, ev.error
+    assert ev.phases.get("prefetch.warm", 0) > 0 and "load" not in ev.phases, ev.phases
+    assert not [n for n in ev.notes if n.startswith("prefetch")], ev.notes  # every case compiled without an error
+    print("prefetched:", {k: round(v, 3) for k, v in ev.phases.items()})

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The ninth session's H200 calls (one GPU, nvidia-h200; carry [".whl"]): OUT=$OUT STEP=d|g bash bench/session9_h200.sh
+#   d: (d) throughput on RMSNorm under the search protocol, the search's pipeline (the next candidate loaded and
+#      compiled in the warm spare while one is judged) against one candidate at a time, and the GPU prefetch test;
+#   g: tests/test_gpu.py, then (a) for layer_norm (the baseline against itself in fresh evaluators).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:?a folder for the results}
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+export PYTHONPATH=$PWD:/tmp/site SKIP_WHEELS=1 PYTHONUNBUFFERED=1
+{ date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader
+  python3 -c 'import sys, torch, triton; print("python", sys.version.split()[0], "torch", torch.__version__, "triton", triton.__version__)'
+  nproc; } > "$OUT/environment.txt" 2>&1
+PYTEST="python3 -m pytest -v -rA --tb=short -m gpu -p no:cacheprovider --timeout=150"
+N=${N:-12}
+case "${STEP:-d}" in
+  d)
+    timeout 230 python3 bench/evaluator.py --out "$OUT/d-pipeline" --parts d --candidates "$N" > "$OUT/d-pipeline.txt" 2>&1
+    echo "pipeline rc=$?"; tail -2 "$OUT/d-pipeline.txt" | cut -c1-600
+    timeout 230 python3 bench/evaluator.py --out "$OUT/d-one-at-a-time" --parts d --candidates "$N" --no-prefetch \
+      > "$OUT/d-one-at-a-time.txt" 2>&1
+    echo "one at a time rc=$?"; tail -2 "$OUT/d-one-at-a-time.txt" | cut -c1-600
+    timeout 100 $PYTEST -s tests/test_gpu.py -k prefetched > "$OUT/gpu-prefetch-test.txt" 2>&1
+    echo "prefetch test rc=$?"; grep -E "prefetched:|passed|failed" "$OUT/gpu-prefetch-test.txt" | tail -4
+    ;;
+  g)
+    timeout 300 $PYTEST tests/test_gpu.py > "$OUT/gpu-tests.txt" 2>&1
+    echo "gpu tests rc=$?"; grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/gpu-tests.txt" | tail -8
+    timeout 250 python3 bench/evaluator.py --out "$OUT/a-layer-norm" --parts a --kernels layer_norm --runs "${RUNS:-3}" \
+      > "$OUT/a-layer-norm.txt" 2>&1
+    echo "layer_norm (a) rc=$?"; tail -12 "$OUT/a-layer-norm.txt" | cut -c1-300
+    ;;
+esac

@@ -1,0 +1,107 @@
+"""Compiling a candidate's kernels before its turn, without running them (the search's pipeline).
+
+The warm spare (runners/sandbox.py) loads the next candidate while the current one is judged, and is asked to
+call the entry once per case with every Triton launch turned into Triton's own warm-up: the kernel is
+specialised and compiled for those arguments and put in its cache, and nothing runs on the device. When the
+candidate's turn comes, its correctness trials find their kernels compiled (Triton's compiles were most of a
+search evaluation's correctness phase on the H200).
+
+This is a speed-up only, and it runs in the candidate's interpreter: nothing here is trusted or checked. A
+candidate that ignores it, or does other work meanwhile, changes nothing the judge decides. Its inputs are
+empty tensors of the cases' shapes, dtypes and layouts (no values: nothing to learn), and the held-out cases
+are never sent.
+"""
+from __future__ import annotations
+
+import functools
+import time
+
+import torch
+from triton.runtime.autotuner import Autotuner
+from triton.runtime.jit import JITFunction
+
+from .inputs import RANGE_VALUES, SlotBank
+from .task import ArgSpec, Case
+
+_COMPILE_ONLY = False
+
+
+def _jit_run(run):
+    @functools.wraps(run)
+    def wrapper(self, *args, **kwargs):
+        if _COMPILE_ONLY:
+            kwargs["warmup"] = True  # specialise and compile; no launch
+        return run(self, *args, **kwargs)
+
+    wrapper.__ks_warm__ = True
+    return wrapper
+
+
+def _tuner_run(run):
+    @functools.wraps(run)
+    def wrapper(self, *args, **kwargs):
+        if not _COMPILE_ONLY:
+            return run(self, *args, **kwargs)
+        # every config the tuner would benchmark, compiled; nothing benchmarked and nothing chosen (a choice made on
+        # kernels that did not run would be noise, and the judge pins the oracle's choices anyway)
+        self.nargs = dict(zip(self.arg_names, args))
+        try:
+            configs = self.prune_configs(kwargs) if len(self.configs) > 1 else self.configs
+            for config in configs:
+                try:
+                    self.fn.run(*args, **kwargs, **config.all_kwargs())
+                except Exception:  # noqa: BLE001 - a config that does not compile is the tuner's to skip later
+                    pass
+        finally:
+            self.nargs = None
+        return None
+
+    wrapper.__ks_warm__ = True
+    return wrapper
+
+
+def install() -> None:
+    """Put the compile-only switch on Triton's launch paths (once, before the kernel module is imported)."""
+    if not getattr(JITFunction.run, "__ks_warm__", False):
+        JITFunction.run = _jit_run(JITFunction.run)
+    if not getattr(Autotuner.run, "__ks_warm__", False):
+        Autotuner.run = _tuner_run(Autotuner.run)
+
+
+def warm(fn, args: list[ArgSpec], cases: list[Case], device: str, budget_s: float = 120.0) -> dict:
+    """Call ``fn`` on empty inputs of every case (each value a range scalar takes in the judge's slots) with launches
+    compiled only. Returns what was tried; errors are expected (a wrapper that reads its outputs, say) and only
+    counted: the correctness trials meet them again, with real inputs, and report them."""
+    global _COMPILE_ONLY
+    started = time.perf_counter()
+    calls, errors = 0, []
+    _COMPILE_ONLY = True
+    try:
+        for case in cases:
+            if time.perf_counter() - started > budget_s:
+                break
+            ranged = any(a.range and not a.is_tensor and a.name not in getattr(case, "values", {}) for a in args)
+            try:
+                bank = SlotBank(args, case, device, RANGE_VALUES if ranged else 1)
+            except Exception as exc:  # noqa: BLE001 - too large to hold, say: the trials will compile it
+                errors.append(f"{case.id}: {type(exc).__name__}")
+                continue
+            seen = set()
+            for slot in bank.slots:
+                scalars = tuple(sorted((k, repr(v)) for k, v in slot.items() if not isinstance(v, torch.Tensor)))
+                if scalars in seen:
+                    continue
+                seen.add(scalars)
+                calls += 1
+                try:
+                    fn(**slot)
+                except Exception as exc:  # noqa: BLE001
+                    errors.append(f"{case.id}: {type(exc).__name__}: {str(exc)[:120]}")
+            del bank
+    finally:
+        _COMPILE_ONLY = False
+    if device == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+    return {"ok": True, "calls": calls, "errors": errors[:5], "error_count": len(errors),
+            "seconds": time.perf_counter() - started}

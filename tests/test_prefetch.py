@@ -1,0 +1,229 @@
+"""The search's pipeline: the next candidate loaded (and on a GPU compiled) in the warm spare while the current one
+is judged (runners/sandbox.py ``prefetch``, runners/warm.py), the sampling's early stop while screening
+(runners/judge_clock.py ``decided``), and the loop that gives each busy device its next candidate."""
+from __future__ import annotations
+
+import random
+import time
+
+import pytest
+
+from evolver.archive import Archive
+from evolver.candidate import Candidate
+from evolver.loop import Search, SearchConfig
+from evolver.budget import Budget
+from runners import warm
+from runners.judge_clock import decided
+from runners.results import CaseResult, Evaluation
+
+
+def _variant(source: str, tag: str) -> str:
+    return f"{source}\n# variant {tag}\n"
+
+
+def _judged_while_prefetching(evaluator, source: str, seed: int = 3) -> Evaluation:
+    """As the search does it: the evaluation in progress is submitted to a thread and the next source is given at
+    once, whether or not that evaluation has taken its worker yet (the prefetch waits for it to)."""
+    import threading
+
+    got = []
+    t = threading.Thread(target=lambda: got.append(evaluator.evaluate(_variant(evaluator.baseline, f"judged {seed}"),
+                                                                      seed=seed, trials=1)))
+    t.start()
+    assert evaluator.prefetch(source)
+    assert evaluator.prefetch(source)  # the same source again: still the one
+    assert not evaluator.prefetch(_variant(evaluator.baseline, "another"))  # one at a time
+    t.join()
+    assert got[0].ok, got[0].error
+    return got[0]
+
+
+def _errors(ev: Evaluation) -> list:
+    return [(c.case, c.correct, c.max_abs_err, c.err_ratio, c.trials) for c in ev.cases]
+
+
+def test_a_prefetched_candidate_is_judged_as_if_it_were_loaded_in_its_turn(rms_evaluator):
+    source = _variant(rms_evaluator.baseline, "a")
+    plain = rms_evaluator.evaluate(source, seed=7, trials=1)
+    _judged_while_prefetching(rms_evaluator, source)
+    assert rms_evaluator._prefetch is not None and rms_evaluator._prefetch.source == source
+    ahead = rms_evaluator.evaluate(source, seed=7, trials=1)
+    assert plain.ok and ahead.ok, (plain.error, ahead.error)
+    assert "prefetch" in ahead.phases and "load" not in ahead.phases and "load" in plain.phases
+    assert _errors(ahead) == _errors(plain)  # the same trials on the same values, the same verdicts
+
+
+def test_a_prefetch_for_another_source_is_ended_and_the_evaluation_starts_afresh(rms_evaluator):
+    other = _variant(rms_evaluator.baseline, "other")
+    _judged_while_prefetching(rms_evaluator, other, seed=4)
+    stale = rms_evaluator._prefetch.worker
+    source = _variant(rms_evaluator.baseline, "c")
+    ev = rms_evaluator.evaluate(source, seed=8, trials=1)
+    assert ev.ok and "load" in ev.phases and "prefetch" not in ev.phases, ev.error
+    deadline = time.monotonic() + 5
+    while stale.alive() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not stale.alive()  # the other source's worker ran no further
+    assert rms_evaluator._spare is not None and rms_evaluator._spare is not stale
+
+
+def test_a_candidate_that_fails_to_import_fails_the_same_way_when_prefetched(rms_evaluator):
+    source = rms_evaluator.baseline + "\nraise RuntimeError('broken at import 42')\n"
+    plain = rms_evaluator.evaluate(source, seed=9, trials=1)
+    _judged_while_prefetching(rms_evaluator, source, seed=5)
+    ahead = rms_evaluator.evaluate(source, seed=9, trials=1)
+    assert plain.stage == ahead.stage == "compile"
+    assert "broken at import 42" in plain.error and "broken at import 42" in ahead.error
+    assert plain.error == ahead.error
+
+
+def test_a_source_the_policy_refuses_is_not_prefetched(rms_evaluator):
+    source = rms_evaluator.baseline + "\nimport os\nos.system('true')\n"
+    assert not rms_evaluator.prefetch(source)
+    assert rms_evaluator._prefetch is None and rms_evaluator._wanted is None
+
+
+def test_a_prefetch_given_before_any_evaluation_waits_for_the_next_one_to_take_its_worker(rms_evaluator):
+    """Given while no evaluation holds its worker, the source is only noted; the next evaluation (of another
+    source) takes the spare and the new spare loads it; an evaluation of that very source clears the note."""
+    source = _variant(rms_evaluator.baseline, "noted")
+    assert rms_evaluator.prefetch(source) and rms_evaluator._prefetch is None
+    judged = rms_evaluator.evaluate(_variant(rms_evaluator.baseline, "first"), seed=6, trials=1)
+    assert judged.ok and rms_evaluator._prefetch is not None and rms_evaluator._prefetch.source == source
+    assert rms_evaluator.evaluate(source, seed=6, trials=1).ok
+    again = _variant(rms_evaluator.baseline, "noted again")
+    assert rms_evaluator.prefetch(again)
+    ev = rms_evaluator.evaluate(again, seed=6, trials=1)
+    assert ev.ok and "load" in ev.phases and rms_evaluator._wanted is None and rms_evaluator._prefetch is None
+
+
+def test_warm_turns_launches_into_compiles_and_tuners_choose_nothing():
+    """The compile-only switch (runners/warm.py): a launch becomes Triton's warm-up (compiled, not run), and an
+    autotuner compiles each of its configs without benchmarking or recording a choice; off the switch both are
+    untouched."""
+    seen = []
+
+    def run(self, *args, **kwargs):
+        seen.append(kwargs.get("warmup"))
+        return "kernel"
+
+    wrapped = warm._jit_run(run)
+    assert wrapped(None, 1, grid=(1,), warmup=False) == "kernel" and seen == [False]
+    warm._COMPILE_ONLY = True
+    try:
+        wrapped(None, 1, grid=(1,), warmup=False)
+    finally:
+        warm._COMPILE_ONLY = False
+    assert seen == [False, True]
+
+    class Fn:
+        def __init__(self):
+            self.calls = []
+
+        def run(self, *args, **kwargs):
+            self.calls.append(kwargs)
+            if kwargs.get("BLOCK") == 64:
+                raise RuntimeError("out of resources")  # one config fails to compile: the others still are
+
+    class Config:
+        def __init__(self, block):
+            self.block = block
+
+        def all_kwargs(self):
+            return {"BLOCK": self.block}
+
+    class Tuner:
+        arg_names = ["x"]
+        configs = [Config(16), Config(64), Config(256)]
+        cache: dict = {}
+        nargs = None
+
+        def __init__(self):
+            self.fn = Fn()
+
+        def prune_configs(self, kwargs):
+            return self.configs
+
+    def benchmarking_run(self, *args, **kwargs):
+        raise AssertionError("benchmarked while compiling only")
+
+    tuner = Tuner()
+    warm._COMPILE_ONLY = True
+    try:
+        assert warm._tuner_run(benchmarking_run)(tuner, "x-tensor", grid=(1,), warmup=False) is None
+    finally:
+        warm._COMPILE_ONLY = False
+    assert [c["BLOCK"] for c in tuner.fn.calls] == [16, 64, 256] and tuner.cache == {} and tuner.nargs is None
+    with pytest.raises(AssertionError, match="benchmarked"):
+        warm._tuner_run(benchmarking_run)(tuner, "x-tensor", grid=(1,), warmup=False)
+
+
+def test_screening_stops_sampling_at_a_clear_verdict_only():
+    base = [10.0, 10.1, 9.9, 10.0, 10.05, 9.95]
+    assert decided(base, [13.0, 13.1, 12.9, 13.2, 13.0, 12.8], 0.03)  # a clear loss
+    assert decided(base, [7.0, 7.1, 6.9, 7.2, 7.0, 6.8], 0.03)  # a clear win (the judge's clock still runs)
+    assert not decided(base, [10.2, 10.3, 10.1, 10.25, 10.2, 10.15], 0.03)  # apart, but within the margin
+    assert not decided(base, [13.0, 9.0, 13.1, 9.2, 13.2, 9.1], 0.03)  # overlapping: sample on
+    assert not decided(base, [13.0, 13.1, 12.9, 13.2, 13.0, 12.8], 0.0)  # the full protocol never stops early
+    assert not decided(base[:3], [13.0, 13.1, 12.9], 0.03)  # too few samples to tell
+
+
+class _Device:
+    """A device's evaluate callable with a prefetch, as evolver/engine.py's ``SearchEvaluate``."""
+
+    def __init__(self, log: list, slot: int):
+        self.log, self.slot = log, slot
+
+    def __call__(self, cand: Candidate) -> Evaluation:
+        self.log.append(("evaluate", self.slot, cand.id))
+        time.sleep(0.05)
+        return Evaluation(stage="done", ok=True, timed=True,
+                          cases=[CaseResult("c", correct=True, baseline_us=10.0, candidate_us=10.0)])
+
+    def prefetch(self, cand: Candidate) -> bool:
+        self.log.append(("prefetch", self.slot, cand.id))
+        return True
+
+
+class _Batch:
+    """Proposes three candidates at once (so that some wait while a device is busy)."""
+
+    name = "batch"
+
+    def __init__(self):
+        self.n = 0
+
+    def propose(self, archive, rng):
+        self.n += 1
+        return Candidate(-1, f"source {self.n}", "batch")
+
+
+def _search(devices: int, log: list) -> None:
+    archive = Archive()
+    base = Candidate(0, "source 0", "baseline")
+    base.evaluation = Evaluation(stage="done", ok=True, timed=True,
+                                 cases=[CaseResult("c", correct=True, baseline_us=10.0, candidate_us=10.0)])
+    archive.add(base)
+    config = SearchConfig(Budget(evaluations=8), in_flight=4)
+    Search(archive, [_Batch()], [_Device(log, k) for k in range(devices)], config, random.Random(1)).run()
+
+
+def test_the_busy_device_loads_the_next_waiting_candidate_and_then_evaluates_it():
+    log: list = []
+    _search(1, log)
+    evaluated = [cid for op, _, cid in log if op == "evaluate"]
+    prefetched = [cid for op, _, cid in log if op == "prefetch"]
+    assert len(evaluated) == 8
+    assert prefetched == evaluated[1:len(prefetched) + 1] and len(prefetched) >= 6, log  # in order, each once
+    for cid in prefetched:
+        assert log.index(("prefetch", 0, cid)) < log.index(("evaluate", 0, cid))
+
+
+def test_with_two_devices_each_candidate_is_given_ahead_once_and_to_one_device():
+    log: list = []
+    _search(2, log)
+    prefetched = [(slot, cid) for op, slot, cid in log if op == "prefetch"]
+    assert prefetched and len({cid for _, cid in prefetched}) == len(prefetched), log
+    evaluated = {cid: slot for op, slot, cid in log if op == "evaluate"}
+    assert len(evaluated) == 8
+    assert sum(evaluated.get(cid) == slot for slot, cid in prefetched) >= len(prefetched) // 2, log
