@@ -2,6 +2,7 @@
 # The ninth session's H200 calls (one GPU, nvidia-h200; carry [".whl"]): OUT=$OUT STEP=d|g bash bench/session9_h200.sh
 #   d: (d) throughput on RMSNorm under the search protocol, the search's pipeline (the next candidate loaded and
 #      compiled in the warm spare while one is judged) against one candidate at a time, and the GPU prefetch test;
+#   dg: the pipeline's (d), then tests/test_gpu.py;
 #   g: tests/test_gpu.py, then (a) for layer_norm (the baseline against itself in fresh evaluators).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -22,6 +23,12 @@ case "${STEP:-d}" in
     echo "one at a time rc=$?"; tail -2 "$OUT/d-one-at-a-time.txt" | cut -c1-600
     timeout 100 $PYTEST -s tests/test_gpu.py -k prefetched > "$OUT/gpu-prefetch-test.txt" 2>&1
     echo "prefetch test rc=$?"; grep -E "prefetched:|passed|failed" "$OUT/gpu-prefetch-test.txt" | tail -4
+    ;;
+  dg)  # the pipeline's (d) again, then the GPU tests, in one call
+    timeout 200 python3 bench/evaluator.py --out "$OUT/d-pipeline" --parts d --candidates "$N" > "$OUT/d-pipeline.txt" 2>&1
+    echo "pipeline rc=$?"; tail -2 "$OUT/d-pipeline.txt" | cut -c1-700
+    timeout 320 $PYTEST -s tests/test_gpu.py > "$OUT/gpu-tests.txt" 2>&1
+    echo "gpu tests rc=$?"; grep -E "^(FAILED|ERROR)|prefetched:|passed|failed" "$OUT/gpu-tests.txt" | tail -8
     ;;
   g)
     timeout 300 $PYTEST tests/test_gpu.py > "$OUT/gpu-tests.txt" 2>&1

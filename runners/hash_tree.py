@@ -12,6 +12,10 @@ CUDA (bench/commit_check_gpu.py). (A first form reduced 1024 words a program wit
 same integers, 25 times slower than torch on the H200.)"""
 from __future__ import annotations
 
+import os
+import shutil
+from pathlib import Path
+
 import torch
 import triton
 import triton.language as tl
@@ -77,3 +81,25 @@ def fold_levels(words: torch.Tensor, alphas: torch.Tensor) -> torch.Tensor:
     _levels_kernel[(triton.cdiv(out_words, block), rows)](words, out, alphas.contiguous(), n, out_words,
                                                           LEVELS=count, BLOCK=block)
     return out
+
+
+def judge_cache() -> Path:
+    """Triton's cache folder in the judge's environment (the oracle worker's too: it keeps HOME and TRITON_*)."""
+    return Path(os.environ.get("TRITON_CACHE_DIR") or Path.home() / ".triton" / "cache")
+
+
+def seed_cache(dest: Path, source: Path | None = None) -> int:
+    """Copy the compiled variants of this kernel (the folders of Triton's cache that hold ``_levels_kernel``) from
+    the judge's cache into a candidate worker's own, empty one (runners/processes.py gives each candidate user its
+    own cache). Without them every candidate compiled the judge's hash-tree kernels again, about a second a variant,
+    inside its correctness phase (the H200, ninth session). Returns how many folders were copied. The candidate owns
+    its copies and could change them: that changes only its own commitments, which the judge recomputes."""
+    source = source or judge_cache()
+    copied = 0
+    for meta in sorted(source.glob("*/_levels_kernel.json")) if source.is_dir() else []:
+        try:
+            shutil.copytree(meta.parent, dest / meta.parent.name, dirs_exist_ok=True)
+            copied += 1
+        except OSError:
+            continue
+    return copied

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from .backends import Backend, get_backend
+from .hash_tree import seed_cache
 from .isolation import Isolation, without_credentials
 from .preload import ENV as PRELOAD_ENV
 from .task import BASELINE_DIR
@@ -105,6 +106,8 @@ class WorkerProcess:
             env.update(HOME=str(self.workdir), TRITON_CACHE_DIR=str(self.workdir / ".triton"),
                        XDG_CACHE_HOME=str(self.workdir / ".cache"), USER=f"ks{uid}", LOGNAME=f"ks{uid}",
                        TORCHINDUCTOR_CACHE_DIR=str(self.workdir / ".inductor"))
+            if role == "candidate" and backend.timed:
+                seed_cache(self.workdir / ".triton")  # the judge's own kernels arrive compiled
         Isolation.hand_over(self.dir, uid)
         self.seq = 0
         self.failed = False  # its last request got no well-formed reply

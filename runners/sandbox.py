@@ -186,18 +186,20 @@ class Evaluator:
     def prefetch(self, source: str) -> bool:
         """The search's next candidate: loaded into the warm spare, and its kernels compiled at the cases' shapes
         (runners/warm.py), while the evaluation in progress is judged, so that its own evaluation starts compiled.
-        Called while no evaluation holds its worker (one submitted and not yet started, say), it waits for the
-        next evaluation to take its worker and start the new spare. Only the search's cases are sent (never the
+        Called while no evaluation holds its worker (one submitted and not yet started, say), or while the spare
+        holds another prefetched source (the evaluation just submitted), it waits for the next evaluation to take its
+        worker and start the new spare. Only the search's cases are sent (never the
         held-out ones). A speed-up only: ``evaluate`` of another source ends the prefetched worker. Returns
-        whether ``source`` is (or will be) the one prefetched; one at a time."""
+        whether ``source`` is (or will be) prefetched: one loading and one noted at a time."""
         with self._lock:
-            held = self._prefetch.source if self._prefetch is not None else self._wanted
-            if held is not None:
-                return held == source
+            if self._wanted is not None or (self._prefetch is not None and self._prefetch.source == source):
+                return source in (self._wanted, self._prefetch.source if self._prefetch else None)
             if not self._use_spare or check_source(source, self.baseline, self.spec.entry):
                 return False
+            # noted; started now if an evaluation holds its worker and the spare is free, else when the next one takes
+            # its worker (the one prefetched before may be the very evaluation just submitted)
             self._wanted = source
-            if self._running:
+            if self._running and self._prefetch is None:
                 self._start_prefetch()
             return True
 

@@ -32,7 +32,6 @@ def _judged_while_prefetching(evaluator, source: str, seed: int = 3) -> Evaluati
     t.start()
     assert evaluator.prefetch(source)
     assert evaluator.prefetch(source)  # the same source again: still the one
-    assert not evaluator.prefetch(_variant(evaluator.baseline, "another"))  # one at a time
     t.join()
     assert got[0].ok, got[0].error
     return got[0]
@@ -75,6 +74,21 @@ def test_a_candidate_that_fails_to_import_fails_the_same_way_when_prefetched(rms
     assert plain.stage == ahead.stage == "compile"
     assert "broken at import 42" in plain.error and "broken at import 42" in ahead.error
     assert plain.error == ahead.error
+
+
+def test_prefetches_chain_one_loading_and_one_noted(rms_evaluator):
+    """While the spare loads one source (the evaluation about to take it was just submitted), the next is noted and
+    loaded into the spare that evaluation starts: every candidate of a search arrives prefetched, not every other one
+    (the H200's first pipeline run)."""
+    a, b, c = (_variant(rms_evaluator.baseline, tag) for tag in ("chain a", "chain b", "chain c"))
+    assert rms_evaluator.prefetch(a) and not rms_evaluator.prefetch(b)  # a noted: one noted at a time
+    assert rms_evaluator.evaluate(_variant(rms_evaluator.baseline, "chain first"), seed=2, trials=1).ok
+    assert rms_evaluator._prefetch.source == a and rms_evaluator._wanted is None
+    assert rms_evaluator.prefetch(b) and not rms_evaluator.prefetch(c)  # a loading, b noted
+    ev = rms_evaluator.evaluate(a, seed=2, trials=1)
+    assert ev.ok and "prefetch" in ev.phases, ev.phases
+    assert rms_evaluator._prefetch.source == b and rms_evaluator._wanted is None
+    assert "prefetch" in rms_evaluator.evaluate(b, seed=2, trials=1).phases
 
 
 def test_a_source_the_policy_refuses_is_not_prefetched(rms_evaluator):
@@ -227,3 +241,20 @@ def test_with_two_devices_each_candidate_is_given_ahead_once_and_to_one_device()
     evaluated = {cid: slot for op, slot, cid in log if op == "evaluate"}
     assert len(evaluated) == 8
     assert sum(evaluated.get(cid) == slot for slot, cid in prefetched) >= len(prefetched) // 2, log
+
+
+def test_a_candidate_worker_gets_the_judges_compiled_hash_tree_kernels(tmp_path):
+    """Each candidate user has its own Triton cache; the judge's hash-tree variants are copied into it, and nothing
+    else of the judge's cache (the baseline's own kernels stay out)."""
+    from runners.hash_tree import seed_cache
+
+    judge = tmp_path / "judge"
+    for key, name in (("k1", "_levels_kernel"), ("k2", "_levels_kernel"), ("k3", "_rms_norm_kernel")):
+        (judge / key).mkdir(parents=True)
+        (judge / key / f"{name}.json").write_text("{}")
+        (judge / key / f"{name}.cubin").write_bytes(b"\0" * 8)
+    dest = tmp_path / "candidate" / ".triton"
+    assert seed_cache(dest, judge) == 2
+    assert sorted(p.name for p in dest.iterdir()) == ["k1", "k2"]
+    assert (dest / "k2" / "_levels_kernel.cubin").read_bytes() == b"\0" * 8
+    assert seed_cache(tmp_path / "other", tmp_path / "missing") == 0
