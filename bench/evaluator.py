@@ -71,6 +71,7 @@ def part_a(runs: int, kernels: list[str], save=lambda partial: None, reference: 
                 "speedup": c.speedup, "claimed": claimed(c), "baseline_us": c.baseline_us, "judge_ratio": c.judge_ratio,
                 "spread": [c.baseline_spread, c.candidate_spread], "samples": c.samples,
                 "slots": c.slots, "reference_us": c.reference_us} for c in r.cases}})
+            save({**out, name: {"runs": per_run}})  # each run kept, should the call be cut short
         good = [r for r in per_run if "error" not in r]
         cases = sorted({c for r in good for c in r if c != "_gpu"})
         summary = {}

@@ -30,6 +30,15 @@ case "${STEP:-d}" in
     timeout 320 $PYTEST -s tests/test_gpu.py > "$OUT/gpu-tests.txt" 2>&1
     echo "gpu tests rc=$?"; grep -E "^(FAILED|ERROR)|prefetched:|passed|failed" "$OUT/gpu-tests.txt" | tail -8
     ;;
+  dga)  # the pipeline's (d), the GPU tests, then (a) for layer_norm, in one call of under 600 s
+    timeout 150 python3 bench/evaluator.py --out "$OUT/d-pipeline" --parts d --candidates "$N" > "$OUT/d-pipeline.txt" 2>&1
+    echo "pipeline rc=$?"; tail -2 "$OUT/d-pipeline.txt" | cut -c1-700
+    timeout 200 $PYTEST -s tests/test_gpu.py > "$OUT/gpu-tests.txt" 2>&1
+    echo "gpu tests rc=$?"; grep -E "^(FAILED|ERROR)|prefetched:|passed|failed" "$OUT/gpu-tests.txt" | tail -8
+    timeout 210 python3 bench/evaluator.py --out "$OUT/a-layer-norm" --parts a --kernels layer_norm --runs "${RUNS:-3}" \
+      > "$OUT/a-layer-norm.txt" 2>&1
+    echo "layer_norm (a) rc=$?"; tail -12 "$OUT/a-layer-norm.txt" | cut -c1-300
+    ;;
   g)
     timeout 300 $PYTEST tests/test_gpu.py > "$OUT/gpu-tests.txt" 2>&1
     echo "gpu tests rc=$?"; grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/gpu-tests.txt" | tail -8

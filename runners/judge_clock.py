@@ -80,10 +80,15 @@ class TimingSteps:
             result.candidate_host_us = float(hc["us"]) if hc.get("ok") else None
             for worker in (self.oracle, self.candidate):
                 worker.request("release")
-        if not p.window_every_case and result.candidate_us >= result.baseline_us:
-            # Screening: no speedup is claimed here. The claim is the worker's, though, and a slowdown can hide
-            # behind a claim of parity: one such case per evaluation, picked in secret, is clocked after all
-            # cases are sampled (``spot_check``).
+        if not p.window_every_case and result.candidate_us * p.clock_above >= result.baseline_us:
+            # Screening: no speedup worth a clock is claimed here. A claim under ``clock_above`` (within the
+            # screening's noise) is credited parity, never more, unclocked. The claim is the worker's, though, and a
+            # slowdown can hide behind a claim of parity: one such case per evaluation, picked in secret, is clocked
+            # after all cases are sampled (``spot_check``).
+            if result.candidate_us < result.baseline_us:
+                result.claimed_us, result.candidate_us = result.candidate_us, result.baseline_us
+                result.add_message(f"claimed {result.baseline_us / result.claimed_us:.3f}x, under the screening's "
+                                   f"{p.clock_above:.2f}x: credited 1.00x, not clocked")
             self.unclocked.append((case, index, result))
             return
         with self._spent("window"):

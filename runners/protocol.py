@@ -20,6 +20,9 @@ class Protocol:
     # while screening: sampling also stops once the two sides' interquartile ranges are apart and their medians at
     # least this far from parity (a clear loss or win; 0: never, sample to the spread target or the cap)
     decisive_margin: float = 0.0
+    # while screening (``window_every_case`` off): a case is clocked only where its claim is above this; one under it
+    # is credited parity (1.0: every claim of a speedup is clocked)
+    clock_above: float = 1.0
     sample_us: float = 2000.0  # device time of one sample
     slot_us: float = 200.0  # device time of one replay of every slot (sets how many slots)
     max_slots: int = 64
@@ -55,7 +58,8 @@ class Protocol:
         champion is re-run under the full protocol (``Protocol()``) in fresh processes before anything is
         reported."""
         return cls(case_time_cap_s=0.4, min_rounds=6, target_spread=0.02, window_us=6000.0, max_window_slots=4096,
-                   profile_every_case=False, window_every_case=False, decisive_margin=0.03, name="search")
+                   profile_every_case=False, window_every_case=False, decisive_margin=0.03,
+                   clock_above=1.02, name="search")
 
 
 def trial_seed(secret: int, trial: int, case_index: int) -> int:

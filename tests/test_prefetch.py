@@ -258,3 +258,40 @@ def test_a_candidate_worker_gets_the_judges_compiled_hash_tree_kernels(tmp_path)
     assert sorted(p.name for p in dest.iterdir()) == ["k1", "k2"]
     assert (dest / "k2" / "_levels_kernel.cubin").read_bytes() == b"\0" * 8
     assert seed_cache(tmp_path / "other", tmp_path / "missing") == 0
+
+
+class _Claims:
+    """A worker that answers the timing requests with a fixed device time (the judge's side of ``time_case``)."""
+
+    def __init__(self, us: float):
+        self.us = us
+
+    def request(self, op, **fields):
+        return {"ok": True, "method": "cuda-graph", "per_call_us": self.us, "us": self.us}
+
+    def pause(self):
+        pass
+
+    def resume(self):
+        pass
+
+
+@pytest.mark.parametrize("claimed, clocked", [(1.01, False), (1.05, True), (0.8, False)])
+def test_screening_clocks_only_claims_above_its_noise_and_credits_the_rest_parity(rms_bundle, claimed, clocked):
+    """Under the search protocol a case is clocked where its claim is above ``clock_above`` (1.02x); a smaller claim of
+    a speedup is credited 1.00x unclocked (never more), and a claimed slowdown keeps its claim."""
+    from runners.judge import Judge
+    from runners.protocol import Protocol
+    from runners.task import read_task
+
+    spec = read_task(rms_bundle)
+    judge = Judge(spec, None, _Claims(10.0), _Claims(10.0 / claimed), None, "cpu", Protocol.search())
+    ran = []
+    judge._corroborate = lambda case, index, secret, result: ran.append(index)
+    result = CaseResult(case=spec.cases[0].id)
+    judge.time_case(spec.cases[0], 0, 1234, result)
+    assert bool(ran) == clocked and bool(judge.unclocked) != clocked
+    expected = claimed if clocked or claimed < 1 else 1.0
+    assert result.speedup == pytest.approx(expected)
+    if not clocked and claimed > 1:
+        assert result.claimed_us == pytest.approx(10.0 / claimed) and "credited 1.00x" in result.message
