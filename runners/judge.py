@@ -96,7 +96,8 @@ class Judge(TimingSteps):
         # outputs are held as a whole against them (round 8: zeros under the absolute tolerance)
         self.first_scales: dict[str, list] = {}
         self.defines_kernel = True  # the module defines a @triton.jit function (set by the evaluator)
-        self.spent: dict[str, float] = {}  # seconds per part of the timing phase (``timing.*`` in the phases)
+        self.spent: dict[str, float] = {}  # seconds per part of the timing phase (``timing.*`` in the phases) and of
+        # the correctness trials (``correctness.*``, the re-check's trials included)
         self.unclocked: list = []  # screening: (case, index, result) sampled without the judge's clock
         self.bystanders: list = []  # other workers (the warm spare, importing): stopped while anything is timed
 
@@ -163,18 +164,24 @@ class Judge(TimingSteps):
                    extra_trials: bool = True) -> None:
         tol = self.spec.tolerances_for(case.dtype)
         for trial in range(trials):
-            inputs = make_inputs(self.spec.args, case, self.device, trial_seed(secret, trial, index), trial)
-            metas = self.exchange.write_inputs(inputs)
-            ref_reply, ref, ref_written = self._oracle_call(metas, f"c{index}t{trial}", inputs)
+            # where the correctness phase goes (``correctness.*`` in the phases; the layout and masked trials as
+            # wholes): on the H200 it stayed 6-10 s for RMSNorm's eight cases with every kernel compiled ahead
+            with self._spent("correctness.inputs"):
+                inputs = make_inputs(self.spec.args, case, self.device, trial_seed(secret, trial, index), trial)
+                metas = self.exchange.write_inputs(inputs)
+            with self._spent("correctness.oracle"):
+                ref_reply, ref, ref_written = self._oracle_call(metas, f"c{index}t{trial}", inputs)
             poison = 2 * nbytes_of(ref) + (1 << 20)
-            reply, out, written = self._candidate_call(metas, f"c{index}t{trial}", ref_reply, poison)
+            with self._spent("correctness.candidate"):
+                reply, out, written = self._candidate_call(metas, f"c{index}t{trial}", ref_reply, poison)
             self.exchange.clear()
             names = list(self.spec.written)
             both = [ref, [ref_written.get(n) for n in names]]
-            if trial == 0:
-                self.first_scales[case.id] = output_scales(both)
-            cmp = compare_outputs([out, [written.get(n) for n in names]], both, tol,
-                                  self.first_scales[case.id] if trial else None)  # trial 0 is the scale itself
+            with self._spent("correctness.compare"):
+                if trial == 0:
+                    self.first_scales[case.id] = output_scales(both)
+                cmp = compare_outputs([out, [written.get(n) for n in names]], both, tol,
+                                      self.first_scales[case.id] if trial else None)  # trial 0 is the scale itself
             result.trials = trial + 1
             result.max_abs_err = max(result.max_abs_err, cmp.max_abs_err)
             result.err_ratio = max(result.err_ratio, cmp.err_ratio)
@@ -197,9 +204,11 @@ class Judge(TimingSteps):
                                             f"apart by name, so its own share would count theirs "
                                             f"(tests/test_judge_attacks_round7.py); name it after what it does")
         if extra_trials and self.p.layout_trial:
-            self._check_layout(case, index, secret, trials, tol)
+            with self._spent("correctness.layout"):
+                self._check_layout(case, index, secret, trials, tol)
         if extra_trials and self.p.masked_trial:
-            self._check_masked(case, index, secret, trials + 1, tol)
+            with self._spent("correctness.masked"):
+                self._check_masked(case, index, secret, trials + 1, tol)
         if not self._own(result.launched) or not self.defines_kernel:
             others = ", ".join(result.launched) if self.defines_kernel else "none defined in the module"
             raise Refusal("kernel", f"the candidate launched no Triton kernel of its own (kernels launched: "
@@ -373,7 +382,7 @@ def evaluate(judge: Judge, cases: list[Case], secret: int, trials: int, time_it:
             current.message = refusal.reason
     finally:
         for name, seconds in judge.spent.items():
-            ev.phases[f"timing.{name}"] = seconds
+            ev.phases[name if name.startswith("correctness.") else f"timing.{name}"] = seconds
         try:
             judge.exchange.clear()
         except OSError:

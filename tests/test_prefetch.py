@@ -295,3 +295,15 @@ def test_screening_clocks_only_claims_above_its_noise_and_credits_the_rest_parit
     assert result.speedup == pytest.approx(expected)
     if not clocked and claimed > 1:
         assert result.claimed_us == pytest.approx(10.0 / claimed) and "credited 1.00x" in result.message
+
+
+def test_the_correctness_phase_says_where_it_goes(rms_evaluator):
+    """``correctness.*``: the judge's inputs, the oracle's and the candidate's calls, the comparison, the layout and
+    masked trials as wholes; together within the phase itself (the next H200 session reads them)."""
+    ev = rms_evaluator.evaluate(_variant(rms_evaluator.baseline, "phases"), seed=21, trials=1)
+    assert ev.ok, ev.error
+    parts = {k: v for k, v in ev.phases.items() if k.startswith("correctness.")}
+    assert {"correctness.inputs", "correctness.oracle", "correctness.candidate", "correctness.compare",
+            "correctness.layout"} <= set(parts), ev.phases
+    dense = sum(v for k, v in parts.items() if k not in ("correctness.layout", "correctness.masked"))
+    assert 0 < dense + parts["correctness.layout"] + parts.get("correctness.masked", 0.0) <= ev.phases["correctness"]
