@@ -5,15 +5,7 @@
 #      bench/judge_diag.py on RMSNorm), then tests/test_gpu.py, the GPU commitments test and round 7's queued-work test;
 #   ab: both in one call (round 7's test left out);
 #   b: the tuner's choice of config by size on the example's QK-norm (bench/autotune_choice_gpu.sh, PINS=4).
-set -uo pipefail
-cd "$(dirname "$0")/.."
-OUT=${OUT:?a folder for the results}
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=$PWD:/tmp/site SKIP_WHEELS=1 PYTHONUNBUFFERED=1
-{ date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader
-  python3 -c 'import sys, torch, triton; print("python", sys.version.split()[0], "torch", torch.__version__, "triton", triton.__version__)'
-  git log --format='kernelsmith %H %s' -1 2>/dev/null; } > "$OUT/environment.txt" 2>&1
-PYTEST="python3 -m pytest -v -rA --tb=short -m gpu -p no:cacheprovider --timeout=150"
+source "$(dirname "$0")/device_setup.sh"
 case "${STEP:-a}" in
   a)
     timeout 60 python3 bench/commit_check_gpu.py > "$OUT/commit-check.json" 2>&1; echo "commit check rc=$?"

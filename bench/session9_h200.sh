@@ -3,16 +3,11 @@
 #   d: (d) throughput on RMSNorm under the search protocol, the search's pipeline (the next candidate loaded and
 #      compiled in the warm spare while one is judged) against one candidate at a time, and the GPU prefetch test;
 #   dg: the pipeline's (d), then tests/test_gpu.py;
-#   g: tests/test_gpu.py, then (a) for layer_norm (the baseline against itself in fresh evaluators).
-set -uo pipefail
-cd "$(dirname "$0")/.."
-OUT=${OUT:?a folder for the results}
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=$PWD:/tmp/site SKIP_WHEELS=1 PYTHONUNBUFFERED=1
-{ date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader
-  python3 -c 'import sys, torch, triton; print("python", sys.version.split()[0], "torch", torch.__version__, "triton", triton.__version__)'
-  nproc; } > "$OUT/environment.txt" 2>&1
-PYTEST="python3 -m pytest -v -rA --tb=short -m gpu -p no:cacheprovider --timeout=150"
+#   dga: the pipeline's (d), tests/test_gpu.py, then (a) for layer_norm (the baseline against itself, fresh evaluators);
+#   g: tests/test_gpu.py, then (a) for layer_norm;
+#   next: what the ninth session left to check first: tests/test_gpu.py whole (its call 3 was cut before the two
+#         failures' details printed), then (d) with the correctness phase's parts (correctness.* in the rows).
+source "$(dirname "$0")/device_setup.sh"
 N=${N:-12}
 case "${STEP:-d}" in
   d)
@@ -38,6 +33,14 @@ case "${STEP:-d}" in
     timeout 210 python3 bench/evaluator.py --out "$OUT/a-layer-norm" --parts a --kernels layer_norm --runs "${RUNS:-3}" \
       > "$OUT/a-layer-norm.txt" 2>&1
     echo "layer_norm (a) rc=$?"; tail -12 "$OUT/a-layer-norm.txt" | cut -c1-300
+    ;;
+  next)
+    timeout 330 $PYTEST -s tests/test_gpu.py > "$OUT/gpu-tests.txt" 2>&1
+    echo "gpu tests rc=$?"; grep -E "^(FAILED|ERROR)|AssertionError|passed|failed" "$OUT/gpu-tests.txt" | tail -12
+    timeout 150 python3 bench/evaluator.py --out "$OUT/d-pipeline" --parts d --candidates 8 > "$OUT/d-pipeline.txt" 2>&1
+    echo "pipeline rc=$?"; python3 -c "import json,sys; rows=json.load(open(sys.argv[1]))['d']['rows']
+for r in rows: print({k: round(v, 2) for k, v in r['phases'].items() if k.startswith(('correctness', 'timing'))})" \
+      "$OUT/d-pipeline/evaluator.json"
     ;;
   g)
     timeout 300 $PYTEST tests/test_gpu.py > "$OUT/gpu-tests.txt" 2>&1
