@@ -77,6 +77,9 @@ class SearchEvaluate:
     def prefetch(self, cand: Candidate) -> bool:
         return self.evaluator.prefetch(cand.source)
 
+    def cancel_prefetch(self) -> None:
+        self.evaluator.cancel_prefetch()
+
 
 @dataclass
 class Engine:
@@ -240,7 +243,11 @@ def run_search(evaluator, baseline: Candidate, opts: EngineOptions, out: Path, s
         store.put("task", evaluator.spec.kernel)
     log.info("search: operators %s, islands %d, in flight %d, budget %s", [op.name for op in operators], islands,
              in_flight, config.budget.to_dict())
-    summary = search.run()
+    try:
+        summary = search.run()
+    finally:  # the candidates the search left loading or noted never run beside the champion's verification
+        for device in devices:
+            getattr(device, "cancel_prefetch", lambda: None)()
     for cand in archive.candidates:  # name the operator and parent in the genome, for the list of changes
         if cand.genome.get("model"):
             cand.genome.setdefault("operator", cand.operator)

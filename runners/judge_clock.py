@@ -115,7 +115,7 @@ class TimingSteps:
         for round_ in range(p.max_rounds):
             pair = [(self.oracle, samples_b), (self.candidate, samples_c)]
             for worker, samples in (pair if round_ % 2 == 0 else pair[::-1]):
-                with self._alone(worker, clock=False):
+                with self._alone(worker):
                     reply = worker.request("sample", replays=replays)
                 if not reply.get("ok"):
                     raise Refusal("timing", f"sampling failed: {reply.get('error')}")
@@ -130,15 +130,15 @@ class TimingSteps:
                 break
 
     @contextlib.contextmanager
-    def _alone(self, worker, clock: bool = True):
+    def _alone(self, worker):
         """The oracle's times are taken with the candidate's processes stopped, so that a candidate cannot slow
         the baseline down (a thread keeping the GPU busy while its own worker waits) and look faster for it.
         The bystanders (the warm spare: importing the next candidate's host modules, runners/preload.py, or with
-        the next candidate loaded and compiling its kernels, runners/warm.py) are stopped whenever the oracle is
-        timed and whenever the judge's own clock runs (``clock``: a wall clock, which the host's load moves).
-        While the candidate's samples are taken (device times, by events around a replay) they may go on: all
-        they could do there is make another candidate look slower, and the compiles overlap the timing."""
-        quiet = [w for w in self.bystanders if w is not worker and (clock or worker is self.oracle)]
+        the next candidate loaded and compiling its kernels, runners/warm.py) are stopped while either side is
+        timed: left running during the candidate's samples, a hostile next candidate sank the current one's
+        verdict and an honest one's compiles biased it (tests/test_review_pipeline.py). The prefetch overlaps
+        the correctness trials, the profile and the reveals instead."""
+        quiet = [w for w in self.bystanders if w is not worker]
         if worker is self.oracle:
             quiet.append(self.candidate)
         for w in quiet:

@@ -164,24 +164,38 @@ class Evaluator:
         return (f"the baseline module {self.spec.module} (or a helper it imports) failed to import in a worker "
                 f"({self.backend.name}): {text}")
 
-    def _take_candidate(self, source: str) -> tuple[WorkerProcess, Future | None]:
+    def _take_candidate(self, source: str, screening: bool) -> tuple[WorkerProcess, Future | None]:
         """The worker for ``source``: the spare, or the prefetched spare if it holds this source (with the future of
-        its load and warm-up); a spare prefetched for another source is ended. Then the new spare is started and
-        given the source the search wants next, if it said so (``prefetch``)."""
+        its load and warm-up); a spare prefetched for another source is ended, and so is a dead one. Then the new
+        spare is started and, for a search's screening (``screening``), given the source the search wants next, if
+        it said so (``prefetch``). Any other evaluation (the champion's verification, its held-out cases) drops
+        what the search left: no candidate that was never judged runs beside it."""
         with self._lock:
             ahead, self._prefetch = self._prefetch, None
-            if self._wanted == source:
+            if self._wanted == source or not screening:
                 self._wanted = None
-            if ahead is not None and ahead.source != source:
+            if ahead is not None and (ahead.source != source or not screening):
                 ahead.worker.close()
                 self._spare, ahead = None, None
-            worker = self._spare if (self._spare and self._spare.alive()) else self._spawn("candidate")
+            if self._spare is not None and not self._spare.alive():
+                self._spare.close()  # its pipes, log and folder (and what it wrote there) go with it
+                self._spare = None
+            worker = self._spare or self._spawn("candidate")
             if self.isolation.active and not self._isolation_checked:
                 worker = self._check_isolation(worker)
             self._spare = self._spawn("candidate") if self._use_spare else None
-            self._running = True
+            self._running = screening  # a prefetch asked for meanwhile starts now only beside a screening
             self._start_prefetch()
         return worker, (ahead.done if ahead is not None and ahead.worker is worker else None)
+
+    def cancel_prefetch(self) -> None:
+        """The search is over: the source it noted is dropped and the one loading is ended."""
+        with self._lock:
+            ahead, self._prefetch, self._wanted = self._prefetch, None, None
+            if ahead is not None:
+                ahead.worker.close()
+                if self._spare is ahead.worker:
+                    self._spare = None
 
     def prefetch(self, source: str) -> bool:
         """The search's next candidate: loaded into the warm spare, and its kernels compiled at the cases' shapes
@@ -282,7 +296,7 @@ class Evaluator:
             return Evaluation(stage="baseline", error=f"the oracle worker failed to start ({type(exc).__name__}):\n"
                                                       f"{tail}", notes=["harness-error"])
         cases = self.spec.held_out if case_set == "held_out" else self.spec.cases
-        candidate, prefetched = self._take_candidate(source)
+        candidate, prefetched = self._take_candidate(source, protocol == "search" and case_set == "cases")
         deadline = time.monotonic() + self.timeout
         ev = Evaluation(stage="compile", protocol=protocol)
         try:

@@ -28,7 +28,7 @@ def _judged_while_prefetching(evaluator, source: str, seed: int = 3) -> Evaluati
 
     got = []
     t = threading.Thread(target=lambda: got.append(evaluator.evaluate(_variant(evaluator.baseline, f"judged {seed}"),
-                                                                      seed=seed, trials=1)))
+                                                                      seed=seed, trials=1, protocol="search")))
     t.start()
     assert evaluator.prefetch(source)
     assert evaluator.prefetch(source)  # the same source again: still the one
@@ -43,10 +43,10 @@ def _errors(ev: Evaluation) -> list:
 
 def test_a_prefetched_candidate_is_judged_as_if_it_were_loaded_in_its_turn(rms_evaluator):
     source = _variant(rms_evaluator.baseline, "a")
-    plain = rms_evaluator.evaluate(source, seed=7, trials=1)
+    plain = rms_evaluator.evaluate(source, seed=7, trials=1, protocol="search")
     _judged_while_prefetching(rms_evaluator, source)
     assert rms_evaluator._prefetch is not None and rms_evaluator._prefetch.source == source
-    ahead = rms_evaluator.evaluate(source, seed=7, trials=1)
+    ahead = rms_evaluator.evaluate(source, seed=7, trials=1, protocol="search")
     assert plain.ok and ahead.ok, (plain.error, ahead.error)
     assert "prefetch" in ahead.phases and "load" not in ahead.phases and "load" in plain.phases
     assert _errors(ahead) == _errors(plain)  # the same trials on the same values, the same verdicts
@@ -57,7 +57,7 @@ def test_a_prefetch_for_another_source_is_ended_and_the_evaluation_starts_afresh
     _judged_while_prefetching(rms_evaluator, other, seed=4)
     stale = rms_evaluator._prefetch.worker
     source = _variant(rms_evaluator.baseline, "c")
-    ev = rms_evaluator.evaluate(source, seed=8, trials=1)
+    ev = rms_evaluator.evaluate(source, seed=8, trials=1, protocol="search")
     assert ev.ok and "load" in ev.phases and "prefetch" not in ev.phases, ev.error
     deadline = time.monotonic() + 5
     while stale.alive() and time.monotonic() < deadline:
@@ -68,9 +68,9 @@ def test_a_prefetch_for_another_source_is_ended_and_the_evaluation_starts_afresh
 
 def test_a_candidate_that_fails_to_import_fails_the_same_way_when_prefetched(rms_evaluator):
     source = rms_evaluator.baseline + "\nraise RuntimeError('broken at import 42')\n"
-    plain = rms_evaluator.evaluate(source, seed=9, trials=1)
+    plain = rms_evaluator.evaluate(source, seed=9, trials=1, protocol="search")
     _judged_while_prefetching(rms_evaluator, source, seed=5)
-    ahead = rms_evaluator.evaluate(source, seed=9, trials=1)
+    ahead = rms_evaluator.evaluate(source, seed=9, trials=1, protocol="search")
     assert plain.stage == ahead.stage == "compile"
     assert "broken at import 42" in plain.error and "broken at import 42" in ahead.error
     assert plain.error == ahead.error
@@ -82,13 +82,28 @@ def test_prefetches_chain_one_loading_and_one_noted(rms_evaluator):
     (the H200's first pipeline run)."""
     a, b, c = (_variant(rms_evaluator.baseline, tag) for tag in ("chain a", "chain b", "chain c"))
     assert rms_evaluator.prefetch(a) and not rms_evaluator.prefetch(b)  # a noted: one noted at a time
-    assert rms_evaluator.evaluate(_variant(rms_evaluator.baseline, "chain first"), seed=2, trials=1).ok
+    assert rms_evaluator.evaluate(_variant(rms_evaluator.baseline, "chain first"), seed=2, trials=1,
+                                  protocol="search").ok
     assert rms_evaluator._prefetch.source == a and rms_evaluator._wanted is None
     assert rms_evaluator.prefetch(b) and not rms_evaluator.prefetch(c)  # a loading, b noted
-    ev = rms_evaluator.evaluate(a, seed=2, trials=1)
+    ev = rms_evaluator.evaluate(a, seed=2, trials=1, protocol="search")
     assert ev.ok and "prefetch" in ev.phases, ev.phases
     assert rms_evaluator._prefetch.source == b and rms_evaluator._wanted is None
-    assert "prefetch" in rms_evaluator.evaluate(b, seed=2, trials=1).phases
+    assert "prefetch" in rms_evaluator.evaluate(b, seed=2, trials=1, protocol="search").phases
+
+
+def test_a_verification_drops_what_the_search_left_and_the_search_cancels_it(rms_evaluator):
+    """A verification (or the held-out cases) never starts or takes a prefetch; ``cancel_prefetch`` ends the search's."""
+    noted = _variant(rms_evaluator.baseline, "left by the search")
+    assert rms_evaluator.prefetch(noted)
+    assert rms_evaluator.evaluate(_variant(rms_evaluator.baseline, "champion"), seed=3, trials=1).ok  # verify
+    assert rms_evaluator._prefetch is None and rms_evaluator._wanted is None
+    _judged_while_prefetching(rms_evaluator, noted, seed=8)
+    loading = rms_evaluator._prefetch.worker
+    rms_evaluator.cancel_prefetch()
+    assert rms_evaluator._prefetch is None and rms_evaluator._wanted is None and not loading.alive()
+    held_out = rms_evaluator.evaluate(noted, seed=3, trials=1, case_set="held_out", protocol="search")
+    assert "prefetch" not in held_out.phases
 
 
 def test_a_source_the_policy_refuses_is_not_prefetched(rms_evaluator):
@@ -102,12 +117,13 @@ def test_a_prefetch_given_before_any_evaluation_waits_for_the_next_one_to_take_i
     source) takes the spare and the new spare loads it; an evaluation of that very source clears the note."""
     source = _variant(rms_evaluator.baseline, "noted")
     assert rms_evaluator.prefetch(source) and rms_evaluator._prefetch is None
-    judged = rms_evaluator.evaluate(_variant(rms_evaluator.baseline, "first"), seed=6, trials=1)
+    judged = rms_evaluator.evaluate(_variant(rms_evaluator.baseline, "first"), seed=6, trials=1,
+                                    protocol="search")
     assert judged.ok and rms_evaluator._prefetch is not None and rms_evaluator._prefetch.source == source
-    assert rms_evaluator.evaluate(source, seed=6, trials=1).ok
+    assert rms_evaluator.evaluate(source, seed=6, trials=1, protocol="search").ok
     again = _variant(rms_evaluator.baseline, "noted again")
     assert rms_evaluator.prefetch(again)
-    ev = rms_evaluator.evaluate(again, seed=6, trials=1)
+    ev = rms_evaluator.evaluate(again, seed=6, trials=1, protocol="search")
     assert ev.ok and "load" in ev.phases and rms_evaluator._wanted is None and rms_evaluator._prefetch is None
 
 
@@ -300,7 +316,8 @@ def test_screening_clocks_only_claims_above_its_noise_and_credits_the_rest_parit
 def test_the_correctness_phase_says_where_it_goes(rms_evaluator):
     """``correctness.*``: the judge's inputs, the oracle's and the candidate's calls, the comparison, the layout and
     masked trials as wholes; together within the phase itself (the next H200 session reads them)."""
-    ev = rms_evaluator.evaluate(_variant(rms_evaluator.baseline, "phases"), seed=21, trials=1)
+    ev = rms_evaluator.evaluate(_variant(rms_evaluator.baseline, "phases"), seed=21, trials=1,
+                                protocol="search")
     assert ev.ok, ev.error
     parts = {k: v for k, v in ev.phases.items() if k.startswith("correctness.")}
     assert {"correctness.inputs", "correctness.oracle", "correctness.candidate", "correctness.compare",
