@@ -353,13 +353,11 @@ def _same_kernel(profiled: str, launched: str) -> bool:
 # Kernel names torch.compile (inductor) and the vendor libraries give their kernels: plain identifiers that a
 # candidate's own @triton.jit kernel could take, so that the profile's kernels of a torch-only computation count as
 # its own (tests/test_judge_attacks_round7.py, kernels named after inductor's). Refused where the baseline has none.
-_BORROWED = re.compile(r"^(triton_(poi|per|red|tem|for|unk)_|cpp_fused_|nvjet_|cutlass_|sm\d+_xmma_|ampere_|volta_"
-                       r"|turing_)")
-
-
-# The first words of those names: a kernel named ``triton`` or ``sm90`` is a prefix of theirs
-_BORROWED_STEMS = re.compile(r"^(triton|triton_(poi|per|red|tem|for|unk)|cpp|cpp_fused|nvjet|cutlass|sm\d+|sm\d+_xmma"
-                             r"|ampere|volta|turing)$")
+# Names of torch.compile's (inductor's) and the libraries' kernels begin with one of these and an underscore
+_LIBRARY_PREFIXES = r"triton_(poi|per|red|tem|for|unk)|cpp_fused|nvjet|cutlass|sm\d+_xmma|ampere|volta|turing"
+_BORROWED = re.compile(rf"^({_LIBRARY_PREFIXES})_")
+# ... and a kernel named one of those, or their first word (``triton``, ``sm90``), is a prefix of theirs
+_BORROWED_STEMS = re.compile(rf"^(triton|cpp|sm\d+|{_LIBRARY_PREFIXES})$")
 
 
 def borrowed_name(name: str) -> bool:
