@@ -42,7 +42,8 @@ from evolver.candidate import Candidate  # noqa: E402
 from evolver.launch_params import render  # noqa: E402
 from evolver.operators import LaunchTuner, sweep_order  # noqa: E402
 from runners.extract import build_bundle  # noqa: E402
-from runners.sandbox import Evaluator, copy_reference  # noqa: E402
+from runners.extract import copy_reference  # noqa: E402
+from runners.sandbox import Evaluator  # noqa: E402
 
 EXAMPLE = ROOT / "examples" / "tinyserve"
 KERNEL = "qk_rms_norm"

@@ -22,7 +22,8 @@ from bot.config import load_config, task_spec
 from evolver.candidate import Candidate
 from evolver.engine import EngineOptions, new_archive, run_search
 from runners.extract import build_bundle
-from runners.sandbox import Evaluator, copy_reference
+from runners.extract import copy_reference
+from runners.sandbox import Evaluator
 
 
 def _load_server():

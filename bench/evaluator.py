@@ -34,7 +34,8 @@ sys.path.insert(0, str(ROOT))
 from bot.config import load_config, task_spec
 from evolver.launch_params import find_knobs, render
 from runners.extract import build_bundle
-from runners.sandbox import Evaluator, copy_reference
+from runners.extract import copy_reference
+from runners.sandbox import Evaluator
 
 EXAMPLE = ROOT / "examples" / "tinyserve"
 BACKEND = "triton"  # --backend interpret: a dry run of this script on the CPU (its times mean nothing)

@@ -21,7 +21,8 @@ from evolver.candidate import Candidate
 from evolver.engine import EngineOptions, new_archive, run_search
 from evolver.engine import job_options as _job_options
 from runners.extract import ExtractionError, build_bundle
-from runners.sandbox import Evaluator, copy_reference
+from runners.extract import copy_reference
+from runners.sandbox import Evaluator
 from runners.task import TaskSpec
 
 from .apply import apply_champion, branch_name, ensure_branch_free

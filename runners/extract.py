@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from .syntax import parse
-from .task import BASELINE_DIR, TaskSpec, write_task
+from .task import BASELINE_DIR, REFERENCE_DIR, TaskSpec, write_task
 
 
 class ExtractionError(Exception):
@@ -299,3 +299,17 @@ def entry_signature(source: str, entry: str) -> str | None:
                     arg.annotation = None
             return ast.unparse(args)
     return None
+
+
+def copy_reference(root: Path, bundle: Path, reference: str | None, config_dir: Path | None = None) -> None:
+    """Copy the reference's file into ``bundle/reference/`` (from the repository, or beside the config)."""
+    if not reference:
+        return
+    file = reference.split(":")[0]
+    for base in (Path(root), config_dir):
+        if base is not None and (Path(base) / file).is_file():
+            dest = Path(bundle) / REFERENCE_DIR / file
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(Path(base) / file, dest)
+            return
+    raise FileNotFoundError(f"reference file {file} not found in {root}" + (f" or {config_dir}" if config_dir else ""))

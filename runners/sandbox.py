@@ -10,12 +10,10 @@ Nothing a worker sends is unpickled or executed; a worker that breaks the protoc
 from __future__ import annotations
 
 import dataclasses
-import functools
 import logging
 import threading
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -24,6 +22,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from .backends import get_backend
+from .backends.cuda import driver_version
 from .isolation import SECRET_NAME, Isolation
 from .judge import Exchange, Judge, Protocol
 from .judge import evaluate as run_protocol
@@ -33,9 +32,9 @@ from .results import Environment, Evaluation
 from .processes import (_LIBC, _PR_SET_DUMPABLE, PROJECT_ROOT, START_TIMEOUT, WorkerProcess,
                         materialize, read_baseline, scrubbed_env)
 from .task import REFERENCE_DIR, baseline_source, read_task
-from .wire import PeerGone, PeerTimeout, WireError, shm_root
+from .wire import PeerGone, PeerTimeout, WireError, shm_root, sweep_stale
 
-__all__ = ["Evaluator", "SECRET_NAME", "copy_reference", "scrubbed_env"]
+__all__ = ["Evaluator", "SECRET_NAME", "scrubbed_env"]
 log = logging.getLogger("kernelsmith.judge")
 _SPAWNERS: dict[int, ThreadPoolExecutor] = {}
 
@@ -269,7 +268,7 @@ class Evaluator:
             env.device = self._device_info.get("device", "")
             env.cuda = self._device_info.get("cuda")
             env.peak_bandwidth_gbs = self._peak[0] if self._peak else None
-            env.driver = _driver_version()
+            env.driver = driver_version()
         return env
 
     # ---- the seam -----------------------------------------------------------------------------------------
@@ -387,44 +386,9 @@ class Evaluator:
         self.close()
 
 
-def sweep_stale(shm: Path) -> None:
-    """Remove judge folders left by kernelsmith processes that no longer exist (killed before closing)."""
-    for folder in shm.glob("ks-judge-*-*"):
-        try:
-            pid = int(folder.name.split("-")[2])
-        except (IndexError, ValueError):
-            continue
-        if pid != os.getpid() and not Path(f"/proc/{pid}").exists():
-            shutil.rmtree(folder, ignore_errors=True)
-
-
 class IsolationRequired(RuntimeError):
     """The deployment asked for candidates under another user, and this machine cannot do it."""
 
 
 class BaselineError(Exception):
     pass
-
-
-@functools.lru_cache(maxsize=1)
-def _driver_version() -> str | None:
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=20, check=False).stdout
-        return out.split("\n")[0].strip() or None
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
-def copy_reference(root: Path, bundle: Path, reference: str | None, config_dir: Path | None = None) -> None:
-    """Copy the reference's file into ``bundle/reference/`` (from the repository, or beside the config)."""
-    if not reference:
-        return
-    file = reference.split(":")[0]
-    for base in (Path(root), config_dir):
-        if base is not None and (Path(base) / file).is_file():
-            dest = Path(bundle) / REFERENCE_DIR / file
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(Path(base) / file, dest)
-            return
-    raise FileNotFoundError(f"reference file {file} not found in {root}" + (f" or {config_dir}" if config_dir else ""))

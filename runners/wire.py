@@ -19,6 +19,7 @@ import math
 import numbers
 import os
 import select
+import shutil
 import stat
 import struct
 import time
@@ -363,3 +364,14 @@ def tensor_layouts(meta) -> list:
     if isinstance(meta, dict) and meta.get("kind") == "tensor":
         return [(meta["dtype"], meta["shape"], meta.get("strides"))]
     return [x for m in children(meta) for x in tensor_layouts(m)]
+
+
+def sweep_stale(shm: Path) -> None:
+    """Remove judge folders left by kernelsmith processes that no longer exist (killed before closing)."""
+    for folder in shm.glob("ks-judge-*-*"):
+        try:
+            pid = int(folder.name.split("-")[2])
+        except (IndexError, ValueError):
+            continue
+        if pid != os.getpid() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(folder, ignore_errors=True)

@@ -65,7 +65,7 @@ def rms_bundle(tmp_path_factory) -> Path:
     """The rms_norm task bundle for the interpreter, built from the example repository."""
     from bot.config import load_config, task_spec
     from runners.extract import build_bundle
-    from runners.sandbox import copy_reference
+    from runners.extract import copy_reference
 
     config = load_config(EXAMPLE)
     spec = task_spec("rms_norm", config.kernels["rms_norm"], "interpret")

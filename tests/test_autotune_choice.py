@@ -245,7 +245,8 @@ def test_a_search_on_the_interpreter_proposes_evaluates_and_describes_the_choice
     from bot.config import load_config, task_spec
     from evolver.engine import EngineOptions, run_search
     from runners.extract import build_bundle
-    from runners.sandbox import Evaluator, copy_reference
+    from runners.extract import copy_reference
+    from runners.sandbox import Evaluator
 
     spec = task_spec("qk_rms_norm", load_config(EXAMPLE).kernels["qk_rms_norm"], "interpret")
     assert [c.id for c in spec.cases] == ["T=3,H=4,D=96/float16", "T=9,H=2,D=128/float16"]  # 12 and 18 rows

@@ -8,7 +8,8 @@ from conftest import EXAMPLE
 def layer_norm_evaluator(tmp_path_factory):
     from bot.config import load_config, task_spec
     from runners.extract import build_bundle
-    from runners.sandbox import Evaluator, copy_reference
+    from runners.extract import copy_reference
+    from runners.sandbox import Evaluator
 
     spec = task_spec("layer_norm", load_config(EXAMPLE).kernels["layer_norm"], "interpret")
     bundle = tmp_path_factory.mktemp("layer-norm")

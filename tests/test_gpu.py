@@ -12,7 +12,8 @@ pytestmark = [pytest.mark.gpu,
 def gpu_evaluator(tmp_path_factory):
     from bot.config import load_config, task_spec
     from runners.extract import build_bundle
-    from runners.sandbox import Evaluator, copy_reference
+    from runners.extract import copy_reference
+    from runners.sandbox import Evaluator
 
     spec = task_spec("rms_norm", load_config(EXAMPLE).kernels["rms_norm"], "triton")
     bundle = tmp_path_factory.mktemp("gpu-bundle")

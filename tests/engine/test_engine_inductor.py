@@ -15,7 +15,8 @@ from evolver.inductor_seed import SEED, InductorCode, capture, from_capture, ref
 from evolver.prompts import PromptBuilder
 from evolver.store import RunStore
 from runners.extract import build_bundle
-from runners.sandbox import Evaluator, copy_reference
+from runners.extract import copy_reference
+from runners.sandbox import Evaluator
 from runners.task import read_task
 
 RECORDED = Path(__file__).resolve().parent / "recorded" / "inductor_rms_norm_cpu.json"
