@@ -19,6 +19,7 @@ import time
 
 import pytest
 import yaml
+from conftest import CHEATS
 from test_judge_attacks import _SHIM
 
 
@@ -47,7 +48,7 @@ def _settle(ev, seconds: float = 60.0) -> None:
 
 def test_a_noted_search_prefetch_is_not_loaded_during_a_verification(own_evaluator):
     ev = own_evaluator
-    stray = _variant(ev.baseline, "a search candidate never judged")
+    stray = (CHEATS / "round9_loads_the_host_at_import.py").read_text()  # a search candidate never judged
     assert ev.prefetch(stray)  # noted, as the search leaves it when it stops with candidates pending
     champion = _variant(ev.baseline, "champion")
     check = ev.evaluate(champion, seed=11, time_it=False, protocol="verify")
@@ -77,7 +78,7 @@ def test_a_verification_of_the_prefetched_source_itself_gives_the_plain_verdict(
 
 def test_a_prefetched_spare_that_died_at_import_is_closed(own_evaluator):
     ev = own_evaluator
-    dies = ev.baseline + "\nraise SystemExit(3)\n"
+    dies = (CHEATS / "round9_dies_at_import.py").read_text()
     plain = ev.evaluate(_variant(dies, "plain"), seed=4, time_it=False, protocol="search")
     assert ev.prefetch(dies)
     assert ev.evaluate(_variant(ev.baseline, "judged first"), seed=4, time_it=False, protocol="search").ok
@@ -190,7 +191,7 @@ def who_was_stopped(stand_in) -> dict:
         mp.setattr(WorkerProcess, "resume", lambda self: (stopped.discard(id(self)), resume(self))[1])
         mp.setattr(WorkerProcess, "request", spy)
         try:
-            assert ev.prefetch(_variant(ev.baseline, "the next candidate"))
+            assert ev.prefetch((CHEATS / "round9_loads_the_host_at_import.py").read_text())  # the next candidate
             got = ev.evaluate(_variant(ev.baseline, "judged"), seed=5, time_it=True, trials=1, static_policy=True,
                               protocol="search")
         finally:
