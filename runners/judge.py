@@ -381,8 +381,7 @@ def evaluate(judge: Judge, cases: list[Case], secret: int, trials: int, time_it:
             ev.error = f"{current.case}: {refusal.reason}"
             current.message = refusal.reason
     finally:
-        for name, seconds in judge.spent.items():
-            ev.phases[name if name.startswith("correctness.") else f"timing.{name}"] = seconds
+        ev.phases.update(judge.spent)
         try:
             judge.exchange.clear()
         except OSError:

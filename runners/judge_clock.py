@@ -33,7 +33,7 @@ class TimingSteps:
 
     @contextlib.contextmanager
     def _spent(self, name: str):
-        """Where the timing phase goes (seconds per part, reported in ``Evaluation.phases`` as ``timing.*``)."""
+        """Seconds per part of a phase, under ``name`` in ``Evaluation.phases`` (``timing.*``, ``correctness.*``)."""
         t0 = time.perf_counter()
         try:
             yield
@@ -58,7 +58,7 @@ class TimingSteps:
         p = self.p
         count = self._slot_count(case, p.slot_us, p.slot_bytes, p.max_slots)
         bank = self._bank_request(case, count, trial_seed(secret, 20_000, index))
-        with self._spent("prepare"):
+        with self._spent("timing.prepare"):
             rb = self.oracle.request("prepare_timing", which="sample", **bank)
             rc = self.candidate.request("prepare_timing", which="sample", **bank) if rb.get("ok") else {}
         if not rb.get("ok"):
@@ -68,13 +68,13 @@ class TimingSteps:
         per_call = max(float(rb["per_call_us"]), 0.5)
         replays = max(1, math.ceil(p.sample_us / (per_call * count)))
         samples_b, samples_c = [], []
-        with self._spent("samples"):
+        with self._spent("timing.samples"):
             self._sample_rounds(replays, samples_b, samples_c)
         result.baseline_us, result.baseline_spread = statistics.median(samples_b), _spread(samples_b)
         result.candidate_us, result.candidate_spread = statistics.median(samples_c), _spread(samples_c)
         result.samples, result.slots = len(samples_c), count
         result.timing_method = rb["method"] if rb["method"] == rc["method"] else f"{rb['method']}/{rc['method']}"
-        with self._spent("host"):
+        with self._spent("timing.host"):
             result.baseline_host_us = float(self.oracle.request("host_overhead")["us"])
             hc = self.candidate.request("host_overhead")
             result.candidate_host_us = float(hc["us"]) if hc.get("ok") else None
@@ -91,7 +91,7 @@ class TimingSteps:
                                    f"{p.clock_above:.2f}x: credited 1.00x, not clocked")
             self.unclocked.append((case, index, result))
             return
-        with self._spent("window"):
+        with self._spent("timing.window"):
             self._corroborate(case, index, secret, result)
 
     def spot_check(self, secret: int) -> None:
@@ -105,7 +105,7 @@ class TimingSteps:
             if k != pick:
                 result.add_message("judge's clock: not run (no speedup claimed; another case was spot-checked)")
         case, index, result = self.unclocked[pick]
-        with self._spent("window"):
+        with self._spent("timing.window"):
             self._corroborate(case, index, secret, result)
 
     def _sample_rounds(self, replays: int, samples_b: list, samples_c: list) -> None:
@@ -190,7 +190,7 @@ class TimingSteps:
         # to, shown and compared with what it returns: otherwise nothing it computes in the window is checked
         bank["written"] = list(self.spec.written)
         for worker in (self.oracle, self.candidate):
-            with self._spent("window_prepare"):
+            with self._spent("timing.window_prepare"):
                 reply = worker.request("prepare_timing", which="window", **bank)
             if not reply.get("ok"):
                 raise Refusal("timing" if worker is self.candidate else "baseline",
@@ -208,7 +208,7 @@ class TimingSteps:
             for worker, walls in (pair if round_ % 2 == 0 else pair[::-1]):
                 # Clocks up on other values; this round's seed is sent only with the timed request, so no
                 # work on these values can happen before the judge's clock runs.
-                with self._alone(worker), self._spent("window_passes"):
+                with self._alone(worker), self._spent("timing.window_passes"):
                     worker.request("refill", which="window", seed=trial_seed(secret, 55_000 + round_, index))
                     worker.request("sample", which="window", replays=1)
                     wall, replies[worker.role] = self._window(worker, seed, key, count)
@@ -228,7 +228,7 @@ class TimingSteps:
             shown = sorted(torch.randperm(count, generator=g)[:reveal].tolist())
             # The oracle's outputs are read, checked against its commitments and removed before the candidate
             # is asked for anything: nothing the candidate writes can stand in for them.
-            with self._spent("window_reveal"):
+            with self._spent("timing.window_reveal"):
                 ref_outs = self.oracle.request("reveal", slots=shown, tag=f"w{index}r{round_}")
             if not ref_outs.get("ok"):
                 raise Refusal("baseline", "the oracle's outputs of the judge's window could not be read back")
@@ -238,7 +238,7 @@ class TimingSteps:
                 if commitment_of(refs[k]) != ref_outs["sums"][str(k)]:
                     raise Refusal("baseline", "the oracle's outputs changed on their way to the judge (tampering)")
             self._clear_outbox(self.oracle)
-            with self._spent("window_reveal"):
+            with self._spent("timing.window_reveal"):
                 got_outs = self.candidate.request("reveal", slots=shown, tag=f"w{index}r{round_}")
             if not got_outs.get("ok"):
                 raise Refusal("timing", "the outputs of the judge's window could not be read back")

@@ -99,7 +99,7 @@ class Evaluator:
         self._lock = threading.Lock()  # the spare and the prefetch: the search prefetches from its own thread
         self._prefetch: Prefetch | None = None
         self._wanted: str | None = None  # the source to prefetch once the next evaluation has taken its worker
-        self._running = False  # an evaluation holds its candidate worker
+        self._screening = False  # a screening evaluation holds its candidate worker (a prefetch may start now)
         self._warmer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ks-warm")
         if _LIBC is not None:  # the judge too: a worker of the same user may not open its pipes through /proc
             _LIBC.prctl(_PR_SET_DUMPABLE, 0)
@@ -183,7 +183,7 @@ class Evaluator:
             if self.isolation.active and not self._isolation_checked:
                 worker = self._check_isolation(worker)
             self._spare = self._spawn("candidate") if self._use_spare else None
-            self._running = screening  # a prefetch asked for meanwhile starts now only beside a screening
+            self._screening = screening
             self._start_prefetch()
         return worker, (ahead.done if ahead is not None and ahead.worker is worker else None)
 
@@ -205,14 +205,14 @@ class Evaluator:
         held-out ones). A speed-up only: ``evaluate`` of another source ends the prefetched worker. Returns
         whether ``source`` is (or will be) prefetched: one loading and one noted at a time."""
         with self._lock:
-            if self._wanted is not None or (self._prefetch is not None and self._prefetch.source == source):
-                return source in (self._wanted, self._prefetch.source if self._prefetch else None)
-            if not self._use_spare or check_source(source, self.baseline, self.spec.entry):
+            if source in (self._wanted, self._prefetch.source if self._prefetch else None):
+                return True
+            if self._wanted is not None or not self._use_spare or check_source(source, self.baseline, self.spec.entry):
                 return False
             # noted; started now if an evaluation holds its worker and the spare is free, else when the next one takes
             # its worker (the one prefetched before may be the very evaluation just submitted)
             self._wanted = source
-            if self._running and self._prefetch is None:
+            if self._screening and self._prefetch is None:
                 self._start_prefetch()
             return True
 
@@ -355,7 +355,7 @@ class Evaluator:
             candidate.close()
             oracle.deadline = None
             with self._lock:
-                self._running = False
+                self._screening = False
         ev.env = self._environment()
         ev.protocol = protocol
         ev.duration_s = time.perf_counter() - started

@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -247,10 +248,9 @@ print("RESULTS " + json.dumps(results))
 """
 
 
-def _own_judge(bundle, tmp_path, sources: list, timed: bool = False, numbers: dict | None = None) -> list[dict]:
-    """Evaluate ``sources`` (each a source, "BASELINE", or [source, "search"] for the search's screening protocol,
-    timed only) one after the other with a judge of their own, in a subprocess, on a copy of the bundle reduced
-    to its first case; ``numbers`` replace the timed stand-in's protocol numbers."""
+def first_case_bundle(bundle, tmp_path, timed: bool) -> Path:
+    """A copy of ``bundle`` reduced to its first case, in ``tmp_path``; ``timed``: its workers run through the CPU
+    stand-in's shim (``_SHIM``: host clock for CUDA events)."""
     copy = tmp_path / "bundle"
     shutil.copytree(bundle, copy)
     task = yaml.safe_load((copy / "task.yaml").read_text())
@@ -262,6 +262,14 @@ def _own_judge(bundle, tmp_path, sources: list, timed: bool = False, numbers: di
         wrapper.chmod(0o755)
         task["python"] = str(wrapper)
     (copy / "task.yaml").write_text(yaml.safe_dump(task, sort_keys=False))
+    return copy
+
+
+def _own_judge(bundle, tmp_path, sources: list, timed: bool = False, numbers: dict | None = None) -> list[dict]:
+    """Evaluate ``sources`` (each a source, "BASELINE", or [source, "search"] for the search's screening protocol,
+    timed only) one after the other with a judge of their own, in a subprocess, on a copy of the bundle reduced
+    to its first case; ``numbers`` replace the timed stand-in's protocol numbers."""
+    copy = first_case_bundle(bundle, tmp_path, timed)
     proc = subprocess.run([sys.executable, "-c", _JUDGE.format(root=str(ROOT)), str(copy), json.dumps(sources),
                            "timed" if timed else "untimed", json.dumps(numbers or {})],
                           check=False, capture_output=True, text=True, timeout=300, cwd=tmp_path)

@@ -13,14 +13,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import shutil
-import sys
 import time
 
 import pytest
-import yaml
 from conftest import CHEATS
-from test_judge_attacks import _SHIM
+from test_judge_attacks import first_case_bundle
 
 
 def _variant(source: str, tag: str) -> str:
@@ -143,17 +140,7 @@ def stand_in(rms_bundle, tmp_path_factory):
     from runners import backends
     from runners.backends.base import Backend
 
-    tmp = tmp_path_factory.mktemp("stand-in")
-    copy = tmp / "bundle"
-    shutil.copytree(rms_bundle, copy)
-    task = yaml.safe_load((copy / "task.yaml").read_text())
-    task["cases"] = task["cases"][:1]
-    (tmp / "shim.py").write_text(_SHIM)
-    wrapper = tmp / "python"
-    wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{tmp / "shim.py"}" "$@"\n')
-    wrapper.chmod(0o755)
-    task["python"] = str(wrapper)
-    (copy / "task.yaml").write_text(yaml.safe_dump(task, sort_keys=False))
+    copy = first_case_bundle(rms_bundle, tmp_path_factory.mktemp("stand-in"), timed=True)
     name = "cpu-timed-stand-in-review"
     backends.BACKENDS[name] = Backend(name=name, device="cpu", timed=True, warp_size=32,
                                       env_set={"TRITON_INTERPRET": "1"})
