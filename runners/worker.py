@@ -60,7 +60,6 @@ class Server:
         self.exchange: Path | None = None  # judge's folder for inputs (read-only for us)
         self.outbox: Path | None = None  # our folder for outputs
         self.timers: dict[str, SlotTimer] = {}  # "sample", "window" (and "-ref" for the torch reference)
-        self.interpret = False
 
     # ---- requests -------------------------------------------------------------------------------------
     def load(self, req: dict) -> dict:
@@ -77,8 +76,7 @@ class Server:
         if req.get("interpret"):  # a stand-in driver and list grids: what the CPU interpreter lacks (nothing on a GPU)
             interpreter_shims.install()
         launches.install()
-        self.interpret = bool(req.get("interpret"))
-        if not self.interpret:
+        if not req.get("interpret"):
             warm.install()
         try:
             self.module = importlib.import_module(name)
@@ -154,7 +152,7 @@ class Server:
     def warm(self, req: dict) -> dict:
         """The candidate's kernels compiled at every case's shapes before its turn (runners/warm.py); on the
         interpreter (and the tests' timed CPU stand-in) there is nothing to compile."""
-        if self.interpret or self.fn is None or self.device != "cuda":
+        if self.fn is None or self.device != "cuda":
             return {"ok": True, "calls": 0, "skipped": "nothing to compile off the GPU"}
         args = [ArgSpec(**a) for a in req["args"]]
         return warm.warm(self.fn, args, [Case(**c) for c in req["cases"]], self.device)
