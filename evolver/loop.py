@@ -168,6 +168,17 @@ class Search:
             except Exception:  # noqa: BLE001 - a speed-up only: the evaluation does it all again
                 log.exception("prefetch failed")
 
+    def _next_for(self, slot: int, ahead: dict[int, int], free: list[int]) -> Candidate:
+        """The pending candidate a free device evaluates next: the one it loaded ahead, else the first not loaded
+        ahead by a device still busy (that one arrives compiled there), else the first waiting."""
+        order = list(self.pending)
+        mine = [c for c in order if ahead.get(c.id) == slot]
+        unclaimed = [c for c in order if ahead.get(c.id, slot) == slot or ahead[c.id] in free]
+        cand = (mine or unclaimed or order)[0]
+        self.pending.remove(cand)
+        ahead.pop(cand.id, None)
+        return cand
+
     def run(self) -> SearchSummary:
         cfg = self.config
         pool = ThreadPoolExecutor(max_workers=cfg.in_flight + len(self.evaluators), thread_name_prefix="search")
@@ -203,10 +214,8 @@ class Search:
                     if reason is not None and (reason != "evaluations" or not in_progress):
                         stop = reason
                 while self.pending and free_devices:
-                    cand = self.pending.popleft()
-                    slot = ahead.pop(cand.id, None)
-                    slot = slot if slot in free_devices else free_devices[0]
-                    free_devices.remove(slot)
+                    slot = free_devices.pop(0)
+                    cand = self._next_for(slot, ahead, free_devices)
                     evaluating[pool.submit(self.evaluators[slot], cand)] = (cand, slot)
                 self._prefetch(ahead, [slot for _, slot in evaluating.values()])
                 # Past the wall clock, proposals still thinking are abandoned; any other stop lets them finish

@@ -256,7 +256,20 @@ def test_with_two_devices_each_candidate_is_given_ahead_once_and_to_one_device()
     assert prefetched and len({cid for _, cid in prefetched}) == len(prefetched), log
     evaluated = {cid: slot for op, slot, cid in log if op == "evaluate"}
     assert len(evaluated) == 8
-    assert sum(evaluated.get(cid) == slot for slot, cid in prefetched) >= len(prefetched) // 2, log
+    # only at the end, with nothing else waiting, may a free device take what another loaded ahead
+    assert sum(evaluated.get(cid) == slot for slot, cid in prefetched) >= len(prefetched) - 1, log
+
+
+def test_a_free_device_takes_what_it_loaded_ahead_and_leaves_what_a_busy_one_loaded():
+    search = Search(Archive(), [_Batch()], [_Device([], 0), _Device([], 1), _Device([], 2)],
+                    SearchConfig(Budget(evaluations=8)), random.Random(1))
+    waiting = [Candidate(k, f"source {k}", "batch") for k in (3, 4, 5, 6)]
+    search.pending.extend(waiting)
+    ahead = {3: 0, 4: 1, 6: 2}  # device 0 is busy; 1 and 2 are free
+    assert search._next_for(1, ahead, [2]).id == 4  # its own, though 3 waits longer
+    assert search._next_for(2, ahead, []).id == 6
+    assert search._next_for(1, ahead, []).id == 5  # nothing of its own: not the one busy device 0 holds
+    assert search._next_for(1, ahead, []).id == 3 and ahead == {} and not search.pending  # only that one is left
 
 
 def test_a_candidate_worker_gets_the_judges_compiled_hash_tree_kernels(tmp_path):
