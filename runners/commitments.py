@@ -45,18 +45,30 @@ def _rot32(x: torch.Tensor) -> torch.Tensor:
     return x.view(torch.int32).reshape(*x.shape, 2).flip(-1).reshape(x.shape[:-1] + (-1,)).view(torch.int64)
 
 
+MIX = 0x5851F42D4C957F2D  # odd: the multiplier of the mixing step (runners/hash_tree.py ``_fold`` has the same)
+
+
 def _compress(a: torch.Tensor, b: torch.Tensor, alpha) -> torch.Tensor:
-    """Two int64 words into one: ``rot32(a + alpha*b) * (2b + 1) + a`` modulo 2**64. Four integer ops (add, copy,
-    addcmul, add), all of them wrapping alike on CPU and CUDA. Not additive and not solvable for ``b`` given ``a``
-    and the result (``b`` sits both inside the rotation and in the odd multiplier); the multiplication carries low
-    bits up, the rotation high bits down. The final ``+ a`` (a feed-forward) keeps ``a`` from being solved for given
-    ``b`` and the result: without it the odd multiplier, the rotation and the add each undo in turn, and a worker
-    that committed to a hash of its choosing could meet it in the middle over tweaks of the outputs it shows."""
+    """Two int64 words into one, modulo 2**64: ``v = rot32(a + alpha*b) * (2b + 1) + a``, then mixed,
+    ``G(v) = xs32(xs32(v) * MIX)`` with ``xs32(x) = x ^ (x >> 32)`` (a logical shift), and fed forward:
+    ``G(v) + a + b``. All integer ops that wrap alike on CPU and CUDA. The multiplication carries low bits up, the
+    rotation and the shifts carry high bits down.
+
+    Neither input can be solved for given the other and the result. Without the mixing step, ``v`` is linear in the
+    two 32-bit halves of ``a + alpha*b`` for a fixed ``b``, and a two-dimensional lattice reduction gave ``a`` in
+    under a millisecond (round 10: a worker then sent any chunk of its outputs up any hash it had committed to, and
+    skipped calls passed the openings, runners/openings.py). The xor-shifts are linear over bits, the multiplication
+    and additions over integers modulo 2**64: no one algebra holds the whole step, and ``a`` and ``b`` occur both
+    inside the mixing and after it (a Davies-Meyer-like feed-forward: the mixing, a bijection, cannot be undone
+    first)."""
     if isinstance(alpha, torch.Tensor):  # a 0-dim tensor on the device (a captured plan): the same a + alpha*b
         u = _rot32(torch.addcmul(a, b, alpha))
     else:
         u = _rot32(torch.add(a, b, alpha=alpha))
-    return torch.addcmul(u, u, b, value=2).add_(a)
+    v = torch.addcmul(u, u, b, value=2).add_(a)
+    v = v.bitwise_xor(v.bitwise_right_shift(32).bitwise_and_(0xFFFFFFFF)).mul_(MIX)
+    v = v.bitwise_xor_(v.bitwise_right_shift(32).bitwise_and_(0xFFFFFFFF))
+    return v.add_(a).add_(b)
 
 
 def _padded_words(nbytes: int) -> int:

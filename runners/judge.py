@@ -29,7 +29,8 @@ import torch
 from .compare import compare_outputs, flatten, output_scale, output_scales
 from .inputs import make_inputs
 from .layouts import masked_rows, row_padded
-from .judge_clock import MAX_PLAUSIBLE_SPEEDUP, Corroboration, TimingSteps, borrowed_name, corroborate, implausible
+from .judge_clock import MAX_PLAUSIBLE_SPEEDUP, Corroboration, TimingSteps, corroborate, implausible
+from .kernel_share import KernelShare, borrowed_name
 from .protocol import Protocol, Refusal, commitment_of, meta_nbytes, moved_bytes, nbytes_of, trial_seed
 from .results import CaseResult, Evaluation
 from .task import Case, TaskSpec
@@ -83,7 +84,7 @@ def clear_folder(folder: Path) -> None:
         os.close(fd)
 
 
-class Judge(TimingSteps):
+class Judge(TimingSteps, KernelShare):
     def __init__(self, spec: TaskSpec, backend, oracle, candidate, exchange: Exchange, device: str,
                  protocol: Protocol | None = None, package: str = "ks_candidate"):
         self.spec, self.backend = spec, backend

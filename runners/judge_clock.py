@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
-import re
 import statistics
 import time
 
@@ -21,7 +20,8 @@ from .protocol import Refusal, commitment_of, meta_nbytes, trial_seed
 from .results import CaseResult
 from .task import Case
 from .commitments import digest, matches
-from .wire import WireError
+from .openings import OpeningError, check_openings, compare_chunks
+from .wire import WireError, decode_value
 
 from .corroboration import (  # noqa: F401 - re-exported: the judge's clock, in one place
     CROSS_PROCESS_US_PER_SLOT, MAX_PLAUSIBLE_SPEEDUP, Corroboration, corroborate, credit_cap)
@@ -161,18 +161,30 @@ class TimingSteps:
             raise Refusal("timing", f"the timed window failed: {reply.get('error')}")
         return elapsed_us, reply
 
-    def _window_hashes(self, meta, count: int, key: int, root: int) -> list[int]:
-        """The candidate's per-slot commitments of a window (an int64 file of ``count`` values, shown after the
-        clock), checked against the digest it sent when its pass ended."""
+    def _window_hashes(self, worker, meta, count: int, key: int, root) -> list[int]:
+        """A worker's per-slot commitments of a window (an int64 file of ``count`` values, shown after the clock),
+        checked against the digest it sent when its pass ended."""
+        stage = "timing" if worker is self.candidate else "baseline"
         try:
-            hashes = self._decode(self.candidate, meta, 8 * count)
+            hashes = decode_value(meta, worker.outbox, 8 * count)
         except WireError as exc:
-            raise Refusal("timing", f"the per-slot commitments of the judge's window could not be read: {exc}") from exc
-        if not (isinstance(hashes, torch.Tensor) and hashes.dtype == torch.int64 and tuple(hashes.shape) == (count,)
-                and digest(hashes, key) == root):
-            raise Refusal("timing", "the per-slot commitments shown are not the ones committed to when the judge's "
-                                    "window ended (work done after the clock stopped)")
+            raise Refusal(stage, f"the per-slot commitments of the judge's window could not be read: {exc}") from exc
+        if not (type(hashes) is torch.Tensor and hashes.dtype == torch.int64 and tuple(hashes.shape) == (count,)
+                and type(root) is int and digest(hashes, key) == root):
+            raise Refusal(stage, "the per-slot commitments shown are not the ones committed to when the judge's "
+                                 "window ended (work done after the clock stopped)")
         return [int(h) for h in hashes.tolist()]
+
+    def _opened(self, worker, reply: dict, opening: dict, count: int, root, commits: list[int] | None = None) -> dict:
+        """A worker's opened chunks, each checked up its path to the slot hashes it committed to (on the CPU)."""
+        stage = "timing" if worker is self.candidate else "baseline"
+        if commits is None:
+            commits = self._window_hashes(worker, reply.get("commitments"), count, opening["key"], root)
+        try:
+            return check_openings(reply.get("open"), lambda meta, most: decode_value(meta, worker.outbox, most),
+                                  commits, opening["slots"], opening["seed"], opening["per"], opening["key"])
+        except (OpeningError, WireError) as exc:
+            raise Refusal(stage, f"an opened slot of the judge's window: {exc}") from exc
 
     def _corroborate(self, case: Case, index: int, secret: int, result: CaseResult) -> None:
         """The judge's own clock. Each side captures one pass over N slots, all with distinct values made from
@@ -181,8 +193,9 @@ class TimingSteps:
         outputs: one digest (runners/commitments.py ``digest``, keyed per round) of the slots' keyed hashes, so that the
         timed reply carries no host work per slot. Then the judge picks slots in secret, has them shown with the
         per-slot hashes (one binary file, read after the clock), checks that those hash to the digest, that each
-        shown slot's outputs hash to its own, and that they match the oracle's on the same values. Rounds
-        alternate sides; the shortest pass counts."""
+        shown slot's outputs hash to its own, and that they match the oracle's on the same values; and it has every
+        slot (up to ``open_slots``) opened: a few chunks each, climbed up their hash-tree paths to the committed hashes
+        and compared with the oracle's (runners/openings.py). Rounds alternate sides; the shortest pass counts."""
         p = self.p
         count = self._slot_count(case, p.window_us, p.window_bytes, p.max_window_slots)
         bank = self._bank_request(case, count, trial_seed(secret, 40_000, index))
@@ -226,12 +239,18 @@ class TimingSteps:
                 raise Refusal("timing", "the judge's window ended without a commitment to every slot's outputs")
             g = torch.Generator().manual_seed(trial_seed(secret, 60_000 + round_, index))
             shown = sorted(torch.randperm(count, generator=g)[:reveal].tolist())
+            # Every slot (up to ``open_slots``) is opened besides: chunks drawn from a seed sent now, each with its
+            # tree path up to the slot's committed hash (runners/openings.py), compared with the oracle's chunks
+            opened = sorted(torch.randperm(count, generator=g)[:p.open_slots].tolist())
+            opening = {"slots": opened, "seed": trial_seed(secret, 62_000 + round_, index), "per": p.open_chunks,
+                       "key": key}
             # The oracle's outputs are read, checked against its commitments and removed before the candidate
             # is asked for anything: nothing the candidate writes can stand in for them.
             with self._spent("timing.window_reveal"):
-                ref_outs = self.oracle.request("reveal", slots=shown, tag=f"w{index}r{round_}")
+                ref_outs = self.oracle.request("reveal", slots=shown, tag=f"w{index}r{round_}", open=opening)
             if not ref_outs.get("ok"):
                 raise Refusal("baseline", "the oracle's outputs of the judge's window could not be read back")
+            ref_chunks = self._opened(self.oracle, ref_outs, opening, count, replies["oracle"].get("commitment"))
             refs = {}
             for k in shown:
                 refs[k] = self._decode(self.oracle, ref_outs["outs"][str(k)], 1 << 40)
@@ -239,10 +258,10 @@ class TimingSteps:
                     raise Refusal("baseline", "the oracle's outputs changed on their way to the judge (tampering)")
             self._clear_outbox(self.oracle)
             with self._spent("timing.window_reveal"):
-                got_outs = self.candidate.request("reveal", slots=shown, tag=f"w{index}r{round_}")
+                got_outs = self.candidate.request("reveal", slots=shown, tag=f"w{index}r{round_}", open=opening)
             if not got_outs.get("ok"):
                 raise Refusal("timing", "the outputs of the judge's window could not be read back")
-            commits = self._window_hashes(got_outs.get("commitments"), count, key, root)
+            commits = self._window_hashes(self.candidate, got_outs.get("commitments"), count, key, root)
             for k in shown:
                 ref_meta = ref_outs["outs"][str(k)]
                 ref = refs[k]
@@ -255,6 +274,11 @@ class TimingSteps:
                 if not cmp.ok:
                     raise Refusal("timing", f"{case.id}: outputs of the timed calls are wrong (slot {k} of the "
                                             f"judge's window, fresh values): {cmp.message}")
+            wrong = compare_chunks(self._opened(self.candidate, got_outs, opening, count, root, commits), ref_chunks,
+                                   tol)
+            if wrong:
+                raise Refusal("timing", f"{case.id}: outputs of the timed calls are wrong ({wrong}; an opened chunk of "
+                                        f"the judge's window, fresh values)")
             self._clear_outbox(self.oracle)
             self._clear_outbox(self.candidate)
         for worker in (self.oracle, self.candidate):
@@ -280,26 +304,6 @@ class TimingSteps:
             result.claimed_us = result.candidate_us
             result.candidate_us = result.baseline_us / cap
 
-    def own_kernel_share(self, case: Case, index: int, secret: int, result: CaseResult) -> None:
-        """Device time in the candidate's own Triton kernels, against the baseline's share (GPU only)."""
-        own = own_names(result.launched, self._own(result.launched))
-        bank = self._bank_request(case, 1, trial_seed(secret, 70_000, index))
-        key = ("profile", case.id)  # the baseline's kernels per case do not change: profiled once per oracle
-        reply_b = self.oracle.cache.get(key) or self.oracle.request("profile", **bank)
-        if reply_b.get("ok"):
-            self.oracle.cache[key] = reply_b
-        reply_c = self.candidate.request("profile", **bank)
-        if not reply_b.get("ok"):
-            return  # no profiler on this machine: the launch record stands alone
-        if not reply_c.get("ok"):
-            raise Refusal("kernel", f"{result.case}: the candidate's kernels could not be profiled: {reply_c.get('error')}")
-        share_c = _share(reply_c["kernels"], own)
-        share_b = _share(reply_b["kernels"], None)
-        result.own_kernel_share = share_c
-        if share_c is not None and share_b is not None and share_c < self.p.min_own_share * share_b:
-            raise Refusal("kernel", f"{result.case}: only {share_c:.0%} of the candidate's device time is in its own "
-                                    f"Triton kernels (the baseline: {share_b:.0%}); the work is done elsewhere")
-
     def reference_time(self, case: Case, index: int, secret: int, result: CaseResult) -> None:
         """torch.compile of the torch reference, timed in the oracle worker over the same kind of slots."""
         count = self._slot_count(case, self.p.slot_us, self.p.slot_bytes, self.p.max_slots)
@@ -318,54 +322,6 @@ class TimingSteps:
         for worker in (self.oracle, self.candidate):
             worker.request("release")
 
-
-
-def _share(kernels: list, names: set | None) -> float | None:
-    total = sum(us for _, us in kernels)
-    if total <= 0:
-        return None
-    if names is None:  # the baseline: all of its kernels that are Triton's (not aten/memcpy/memset)
-        picked = sum(us for name, us in kernels if not _library_kernel(name))
-    else:
-        picked = sum(us for name, us in kernels if any(_same_kernel(name, n) for n in names))
-    return picked / total
-
-
-def own_names(launched: list[str], own: list[str]) -> set[str]:
-    """The names the profile may count as the candidate's: its own kernels' (``module:name``), less any name that a
-    kernel from outside its package also bears (the profile tells kernels apart by name only, so a token kernel of
-    its own named like another package's kernel doing the work would claim that work: round 8's review)."""
-    foreign = {k.split(":")[-1] for k in launched if k not in own}
-    mine = {k.split(":")[-1] for k in own}
-    # a name the profile would match to a foreign one either way (`norm` would claim `norm_2d`): not the candidate's
-    return {n for n in mine if not any(_same_kernel(f, n) or _same_kernel(n, f) for f in foreign)}
-
-
-def _same_kernel(profiled: str, launched: str) -> bool:
-    """The profiler's name of a launched Triton kernel: its own name, or that name with a specialisation suffix
-    (older Triton: ``_0d1d2de``: a digit first, no underscore). Never a bare prefix: a kernel named ``void`` would
-    claim 'void at::...', and one named ``triton`` every kernel torch.compile generates, ``triton_poi_fused_..._0``
-    (tests/test_judge_attacks_round8.py)."""
-    return profiled == launched or (profiled.startswith(launched + "_")
-                                    and re.fullmatch(r"\d[0-9a-z]*", profiled[len(launched) + 1:]) is not None)
-
-
-# Kernel names torch.compile (inductor) and the vendor libraries give their kernels: plain identifiers that a
-# candidate's own @triton.jit kernel could take, so that the profile's kernels of a torch-only computation count as
-# its own (tests/test_judge_attacks_round7.py, kernels named after inductor's). Refused where the baseline has none.
-# Names of torch.compile's (inductor's) and the libraries' kernels begin with one of these and an underscore
-_LIBRARY_PREFIXES = r"triton_(poi|per|red|tem|for|unk)|cpp_fused|nvjet|cutlass|sm\d+_xmma|ampere|volta|turing"
-_BORROWED = re.compile(rf"^({_LIBRARY_PREFIXES})_")
-# ... and a kernel named one of those, or their first word (``triton``, ``sm90``), is a prefix of theirs
-_BORROWED_STEMS = re.compile(rf"^(triton|cpp|sm\d+|{_LIBRARY_PREFIXES})$")
-
-
-def borrowed_name(name: str) -> bool:
-    return _BORROWED.match(name) is not None or _BORROWED_STEMS.match(name) is not None
-
-
-def _library_kernel(name: str) -> bool:
-    return any(s in name for s in ("at::", "aten::", "Memcpy", "Memset", "elementwise", "reduce_kernel", "cub::"))
 
 
 def decided(samples_b: list[float], samples_c: list[float], margin: float) -> bool:

@@ -134,6 +134,35 @@ def row_padded(kwargs: dict, keep=(), every_level: bool = False,
     return out, changed
 
 
+def warm_layouts(kwargs: dict, keep=()) -> list[dict]:
+    """Empty inputs in row-padded layouts like the layout trial's (``row_padded``), one per class of strides that
+    Triton compiles a kernel for (a stride divisible by 16 or not, per argument): every argument padded by its
+    smallest unit, every one by 16 elements, and the two alternations of those; each also with every level padded
+    where a tensor has three or more dimensions. For compiling ahead only (runners/warm.py): no values."""
+    names = [n for n, t in kwargs.items() if isinstance(t, torch.Tensor) and t.dim() >= 2 and t.numel()
+             and n not in keep and t.is_contiguous()]
+    if not names:
+        return []
+    units = {n: max(1, VIEW_ALIGN_BYTES // kwargs[n].element_size()) for n in names}
+    patterns = {tuple(units[n] if (k + flip) % 2 else 16 for k, n in enumerate(names)) for flip in (0, 1)}
+    patterns |= {tuple(units[n] for n in names), tuple(16 for _ in names)}
+    levels = [False, True] if any(kwargs[n].dim() >= 3 for n in names) else [False]
+    out = []
+    for every_level in levels:
+        for pads in sorted(patterns):
+            variant = dict(kwargs)
+            for n, pad in zip(names, pads):
+                t = kwargs[n]
+                if every_level and t.dim() < 3:
+                    continue
+                strides = [1, t.shape[-1] + pad]
+                for d in reversed(t.shape[1:-1]):
+                    strides.append(strides[-1] * d + (pad if every_level else 0))
+                variant[n] = torch.empty_strided(t.shape, list(reversed(strides)), dtype=t.dtype, device=t.device)
+            out.append(variant)
+    return out
+
+
 def masked_rows(kwargs: dict, gen: torch.Generator, keep=()) -> tuple[dict, list[str]]:
     """``kwargs`` with -inf where callers put it to mask scores, in every floating tensor of two or more
     dimensions with rows of at least 4, at rows drawn from ``gen`` (a guard kept only on fixed rows passed: round

@@ -168,11 +168,7 @@ class WorkerProcess:
         self._signal(signal.SIGCONT)
 
     def _signal(self, sig: int) -> None:
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, sig)
-            except (ProcessLookupError, PermissionError):
-                pass
+        self._signal_group(sig)
         # Behind the uid wall, everything of the candidate's user: a helper it started in a session of its own is
         # outside the worker's group, and could load the machine exactly while the oracle is timed. (As the
         # judge's own user this cannot be told apart from the judge: tests/test_judge_attacks_round3.py.)
@@ -181,12 +177,17 @@ class WorkerProcess:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
+    def _signal_group(self, sig: int) -> None:
+        """``sig`` to the worker's process group, whether or not its leader is still alive: a worker that started
+        a child and ended leaves the child in the group (Linux does not hand out the group's number to another
+        process while any member lives, so the signal reaches no stranger)."""
+        try:
+            os.killpg(self.proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
     def kill(self) -> None:
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        self._signal_group(signal.SIGKILL)
         self.proc.wait()
         Isolation.kill_leftovers(self.uid)  # children that left the process group
 

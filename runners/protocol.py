@@ -34,6 +34,11 @@ class Protocol:
     corroboration_tolerance: float = 0.05  # |judge's clock / claimed - 1| allowed, plus the clock's jitter
     clock_jitter_us: float = 150.0  # round trip of a request, as a share of a short pass
     reveal_slots: int = 16  # slots the judge has shown after each pass, chosen in secret
+    # slots opened after each pass besides (every slot but at decode sizes, where the shown 16 a round already see a
+    # skipped tenth of the calls almost surely): a few chunks each, drawn in secret, each with its hash-tree path to
+    # the slot's commitment (runners/openings.py); about 0.1 s a round for both sides at 1024 (CPU)
+    open_slots: int = 1024
+    open_chunks: int = 2
     # device sleep queued before the pass (at most about 0.12 ms at 2 GHz; 30 cycles a slot below that), so that the
     # request is queued before the device starts on it; never credited to the candidate, who may skip it
     # (runners/corroboration.py corroborate)
@@ -59,7 +64,7 @@ class Protocol:
         reported."""
         return cls(case_time_cap_s=0.4, min_rounds=6, target_spread=0.02, window_us=6000.0, max_window_slots=4096,
                    profile_every_case=False, window_every_case=False, decisive_margin=0.03,
-                   clock_above=1.02, name="search")
+                   clock_above=1.02, open_slots=256, name="search")
 
 
 def trial_seed(secret: int, trial: int, case_index: int) -> int:

@@ -21,6 +21,7 @@ from triton.runtime.autotuner import Autotuner
 from triton.runtime.jit import JITFunction
 
 from .inputs import RANGE_VALUES, SlotBank
+from .layouts import warm_layouts
 from .task import ArgSpec, Case
 
 _COMPILE_ONLY = False
@@ -69,9 +70,10 @@ def install() -> None:
 
 
 def warm(fn, args: list[ArgSpec], cases: list[Case], device: str, budget_s: float = 120.0) -> dict:
-    """Call ``fn`` on empty inputs of every case (each value a range scalar takes in the judge's slots) with launches
-    compiled only. Returns what was tried; errors are expected (a wrapper that reads its outputs, say) and only
-    counted: the correctness trials meet them again, with real inputs, and report them."""
+    """Call ``fn`` on empty inputs of every case (each value a range scalar takes in the judge's slots, and the layout
+    trial's classes of padded rows: runners/layouts.py ``warm_layouts``) with launches compiled only. Returns what
+    was tried; errors are expected (a wrapper that reads its outputs, say) and only counted: the correctness trials
+    meet them again, with real inputs, and report them."""
     global _COMPILE_ONLY
     started = time.perf_counter()
     calls, errors = 0, []
@@ -97,6 +99,13 @@ def warm(fn, args: list[ArgSpec], cases: list[Case], device: str, budget_s: floa
                     fn(**slot)
                 except Exception as exc:  # noqa: BLE001
                     errors.append(f"{case.id}: {type(exc).__name__}: {str(exc)[:120]}")
+            # the layout trial's padded rows: their strides are new specialisations of every kernel that takes them
+            for variant in warm_layouts(bank.slots[0], set(getattr(case, "strides", {}) or {})):
+                calls += 1
+                try:
+                    fn(**variant)
+                except Exception as exc:  # noqa: BLE001
+                    errors.append(f"{case.id} (padded rows): {type(exc).__name__}: {str(exc)[:120]}")
             del bank
     finally:
         _COMPILE_ONLY = False

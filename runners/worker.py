@@ -26,6 +26,7 @@ import triton
 from . import interpreter_shims, launches, preload, warm
 from .compare import flatten
 from .inputs import SlotBank, config_scalar
+from .openings import open_slots
 from .task import ArgSpec, Case
 from .commitments import commitments
 from .timing import SlotTimer, copy_bandwidth_gbs, device_kernels, host_overhead_us
@@ -213,6 +214,14 @@ class Server:
                  "sums": {str(k): commitments([timer.outputs[k]])[0] for k in req["slots"]}}
         if timer.committed is not None:  # the window's per-slot commitments, one binary file, after the clock
             reply["commitments"] = encode_value(self.outbox, f"{req['tag']}-commitments", timer.committed)
+        if req.get("open"):  # chunks of many more slots, each with its tree path (runners/openings.py)
+            o = req["open"]
+            opened = open_slots(timer.outputs, [int(k) for k in o["slots"]], int(o["seed"]), int(o["per"]),
+                                int(o["key"]))
+            for i, g in enumerate(opened["groups"]):
+                for part in ("words", "path"):
+                    g[part] = encode_value(self.outbox, f"{req['tag']}-open{i}-{part}", g[part])
+            reply["open"] = opened
         return reply
 
     def host_overhead(self, req: dict) -> dict:

@@ -20,9 +20,14 @@ def _s64(v: int) -> int:
 
 
 def _compress(a: int, b: int, alpha: int) -> int:
+    a, b = a & _M, b & _M
     u = (a + alpha * b) & _M
     u = ((u >> 32) | (u << 32)) & _M
-    return _s64(u * (2 * b + 1) + a)
+    v = (u * (2 * b + 1) + a) & _M
+    v ^= v >> 32  # the mixing step, shifts logical (round 10: without it the left word was solvable)
+    v = (v * 0x5851F42D4C957F2D) & _M
+    v ^= v >> 32
+    return _s64(v + a + b)
 
 
 def _reference(outputs, key: int) -> int:

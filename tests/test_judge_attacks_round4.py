@@ -592,43 +592,30 @@ def test_a_skipping_kernel_hands_back_stale_outputs_in_a_pass(rms_bundle, tmp_pa
     assert torch.equal(second[11], first[11]) and not torch.allclose(second[11].float(), want[11].float(), atol=1e-2)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "runners/judge_clock.py _corroborate shows min(count, max(2, max_fetch_bytes // per_slot), reveal_slots) slots "
-    "a round and checks only those: at large sizes the fetch budget (256 MiB) leaves 2 of 13-48 slots a round "
-    "(RMSNorm T=4096: 2 of 47; silu_and_mul T=4096: 2 of 13), and the commitments only bind what the worker shows "
-    "to what it had (stale outputs included). A candidate that skips the last twelfth of a pass's slots (hands "
-    "back the previous pass's outputs) is caught only when a skipped slot is drawn: here 1 slot of 12 with 2 shown "
-    "over 3 rounds, missed with probability (10/12)^3 = 0.58; at RMSNorm's T=4096 3 of 47 skipped, missed "
-    "with probability 0.67 per case and 0.45 over its two T=4096 cases, under both protocols: a fake speedup "
-    "of about 7% at the largest cases, kept often, and a kernel that skips calls accepted. Fix: check every "
-    "slot, not a sample: "
-    "after the commitment (made binding, round 2's fix), the judge sends a secret random vector and both workers "
-    "answer, per slot, the dot product of its outputs with it (a few hundred bytes for all slots); the judge "
-    "holds the candidate's against the oracle's within a bound derived from atol/rtol, and reveals in full only "
-    "the 2-16 slots it draws; a stale or skipped slot misses its projection by far more than the tolerance"))
 @pytest.mark.parametrize("protocol", ["verify", "search"])
 def test_calls_skipped_where_the_window_shows_few_slots_are_refused(timed_runs, protocol):
+    """(Was a hole: the judge checked only the slots it showed in full, at large sizes 2 of 13-48 a round, and a
+    candidate that skipped the last twelfth of a pass's slots was missed with probability (10/12)^3 = 0.58 here, 0.45
+    over RMSNorm's two T=4096 cases.) Every slot is now opened after each pass (runners/openings.py): chunks drawn in
+    secret, each with its hash-tree path up to the slot's committed hash, compared with the oracle's. The seeds are
+    ones whose full reveals miss the skipped slot in all three rounds."""
     ev = timed_runs["skipped"][protocol]
     assert ev["protocol"] == protocol, ev
     # refused for the skipped slot itself: a quarantine of the claim is the stand-in's host-clock noise on a
     # loaded machine (CI once refused the cheat that way, and this strict xfail passed by chance)
     assert not ev["ok"] and ev["stage"] == "timing" and "slot" in ev["error"], json.dumps(ev)
-    assert "quarantined" not in ev["error"], json.dumps(ev)
+    assert "quarantined" not in ev["error"] and "opened chunk" in ev["error"], json.dumps(ev)
 
 
 
 @pytest.mark.gpu
 @_needs_gpu
 @pytest.mark.parametrize("protocol", ["verify", "search"])
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "prediction (H200): at the T=4096 cases (indices 6 and 7 of the 8 cases) the window has 47 "
-    "slots and shows 2 a round (fetch budget 256 MiB against 134 MB a slot); the cheat skips slots 44-46 of the "
-    "window and 1 of the 5 sample slots (captured with no kernel: outputs nothing writes), and seed 1's "
-    "reveals miss slots 44-46 at both cases in all three rounds "
-    "(computed with runners/protocol.py trial_seed, as _corroborate draws them). Expected: ok, the T=4096 cases "
-    "credited about 1.07-1.12x (the clock sees 44/47 of the work; the samples claim 1.25x, capped at the clock "
-    "plus 5%), the other cases about 1.0x. Fix: as in section 5"))
 def test_gpu_calls_skipped_where_the_window_shows_few_slots_are_refused(gpu_rms_evaluator, protocol):
+    """At the T=4096 cases (indices 6 and 7) the window has 47 slots and shows 2 a round; the cheat skips slots 44-46
+    of the window and 1 of the 5 sample slots, and seed 1's full reveals miss slots 44-46 at both cases in all three
+    rounds (was a hole, predicted: credited about 1.07-1.12x). The openings check every slot. A prediction: not yet
+    run on the H200."""
     ev = gpu_rms_evaluator.evaluate(_source("round4_skips_unshown_slots.py"), seed=1, time_it=True, trials=2,
                                     static_policy=False, protocol=protocol)
     assert ev.stage not in ("compile", "crashed", "baseline", "correctness", "kernel"), _gpu_summary(ev)

@@ -363,12 +363,12 @@ NAMED = "round7_kernel_named_after_inductors.py"
 def test_a_kernel_of_its_own_can_carry_an_inductor_kernels_name(rms_bundle, tmp_path):
     """Control, without a GPU: the cheat makes a ``@triton.jit`` kernel of its own package under any identifier
     (here one inductor gives its RMSNorm kernels), which the launch hook records as the candidate's
-    (``module:name``) and which runs; and the judge's share rule (runners/judge_clock.py ``_share``) counts a
+    (``module:name``) and which runs; and the judge's share rule (runners/kernel_share.py ``_share``) counts a
     profiled kernel of that name as the candidate's own: on a profile where inductor's kernel does all the work
     and the token launch costs 1 %, the own share is 1.0."""
     from test_judge_attacks_round4 import _import
 
-    from runners.judge_clock import _share
+    from runners.kernel_share import _share
     from runners.task import read_task
 
     cheat = _import(rms_bundle, read_task(rms_bundle).module, _source(NAMED), tmp_path)

@@ -160,7 +160,7 @@ _HOPPER_GEMM = "sm90_xmma_gemm_f16f16_f16f32_f32_tn_n_tilesize128x128x64_warpgro
 # stage `kernel`; an `ampere` or `sm90` kernel, cuBLAS's GEMMs). The suffix must now be Triton's (a digit first, no
 # underscore), and the stems of those names are refused as a candidate's kernel names.
 def test_a_kernel_named_triton_is_refused(triton_named_run):
-    from runners.judge_clock import _share
+    from runners.kernel_share import _share
 
     ev = triton_named_run
     assert ev.stage not in ("compile", "crashed", "baseline", "correctness"), _summary(ev)

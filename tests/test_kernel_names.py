@@ -4,7 +4,7 @@ after inductor's counted as the candidate's own (tests/test_judge_attacks_round7
 stage ``kernel`` on any backend, unless the baseline's own kernels are named so."""
 import pytest
 
-from runners.judge_clock import borrowed_name
+from runners.kernel_share import borrowed_name
 
 
 @pytest.mark.parametrize("name, borrowed", [
@@ -30,7 +30,7 @@ def test_a_kernel_named_after_inductors_is_refused(rms_evaluator):
 def test_a_name_borne_by_a_foreign_kernel_is_not_the_candidates():
     """Round 8's review: a token kernel of the candidate's own named like a kernel of another package that does the
     work (launched through that package) would have the profile count that kernel's time as its own."""
-    from runners.judge_clock import own_names
+    from runners.kernel_share import own_names
 
     launched = ["ks_candidate.pkg.norm:_rms_norm_forward_kernel", "liger_kernel.ops.rms_norm:_rms_norm_forward_kernel",
                 "ks_candidate.pkg.norm:_token"]

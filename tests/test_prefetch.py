@@ -7,6 +7,7 @@ import random
 import time
 
 import pytest
+import torch
 
 from evolver.archive import Archive
 from evolver.candidate import Candidate
@@ -287,6 +288,9 @@ def test_a_candidate_worker_gets_the_judges_compiled_hash_tree_kernels(tmp_path)
     assert sorted(p.name for p in dest.iterdir()) == ["k1", "k2"]
     assert (dest / "k2" / "_levels_kernel.cubin").read_bytes() == b"\0" * 8
     assert seed_cache(tmp_path / "other", tmp_path / "missing") == 0
+    (judge / "k4").mkdir()  # a new variant compiled by the judge: the folder is listed again
+    (judge / "k4" / "_levels_kernel.json").write_text("{}")
+    assert seed_cache(tmp_path / "third", judge) == 3
 
 
 class _Claims:
@@ -337,3 +341,33 @@ def test_the_correctness_phase_says_where_it_goes(rms_evaluator):
             "correctness.layout"} <= set(parts), ev.phases
     dense = sum(v for k, v in parts.items() if k not in ("correctness.layout", "correctness.masked"))
     assert 0 < dense + parts["correctness.layout"] + parts.get("correctness.masked", 0.0) <= ev.phases["correctness"]
+
+
+def _classes(kwargs: dict) -> tuple:
+    """What Triton specialises a launch on, for the layouts: each tensor's strides divisible by 16 or not."""
+    return tuple((n, tuple(s % 16 == 0 for s in t.stride())) for n, t in sorted(kwargs.items())
+                 if isinstance(t, torch.Tensor))
+
+
+@pytest.mark.parametrize("shapes", [{"x": (4, 64), "residual": (4, 64), "weight": (64,)},
+                                    {"q": (3, 4, 32), "k": (3, 4, 32)}])
+def test_compiling_ahead_covers_every_stride_class_the_layout_trial_draws(shapes):
+    """The layout trial's padded rows (runners/layouts.py ``row_padded``, pads drawn per trial) are new
+    specialisations of every kernel that takes the strides; ``warm_layouts`` gives one empty input per class, so that
+    whatever the trial draws was compiled ahead (runners/warm.py)."""
+    from runners.layouts import row_padded, warm_layouts
+
+    dense = {n: torch.zeros(s, dtype=torch.float16) for n, s in shapes.items()}
+    dense["eps"] = 1e-6
+    variants = warm_layouts(dense)
+    warmed = {_classes(v) for v in variants}
+    assert all(v["eps"] == 1e-6 and all(v[n].shape == dense[n].shape for n in shapes) for v in variants)
+    drawn = set()
+    for seed in range(60):
+        gen = torch.Generator().manual_seed(seed)
+        for every_level in (False, True):
+            wide, changed = row_padded(dense, gen=gen, every_level=every_level, spread=bool(seed % 2))
+            if changed:
+                drawn.add(_classes(wide))
+    assert drawn <= warmed, drawn - warmed
+    assert len(warmed) >= 4  # both classes for each padded tensor, in both combinations

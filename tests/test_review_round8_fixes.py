@@ -14,7 +14,7 @@ import torch
 
 from runners.commitments import commitments
 from runners.compare import compare_outputs
-from runners.judge_clock import _same_kernel, _share, borrowed_name, own_names
+from runners.kernel_share import _same_kernel, _share, borrowed_name, own_names
 from runners.protocol import commitment_of
 from runners.task import DEFAULT_TOLERANCES, Tolerance
 from runners.wire import decode_value, encode_value
@@ -218,7 +218,7 @@ def test_a_foreign_kernel_with_a_suffix_over_an_own_name_is_not_credited():
 
 
 @pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "runners/judge_clock.py own_names drops an honest candidate's own kernel entirely when any kernel outside its "
+    "runners/kernel_share.py own_names drops an honest candidate's own kernel entirely when any kernel outside its "
     "package bears the same (generic) name, e.g. `_fwd_kernel`: its share becomes 0 and own_kernel_share refuses "
     "it with 'the work is done elsewhere'. Fix: keep colliding names out of the credited set but credit that "
     "name's profiled time in proportion to the candidate's own launches of it (launch counts per module:name from "

@@ -50,3 +50,30 @@ def test_the_configs_env_reaches_a_worker_without_secrets_or_overrides(tmp_path)
         assert b"TARGET_FLAG=7" in seen
     finally:
         worker.close()
+
+
+def test_a_worker_that_ended_leaves_no_child_of_its_group_running(tmp_path):
+    """The worker's leader ended and a child it started stays in its group: closing the worker ends the child too
+    (it was signalled only while the leader lived)."""
+    import subprocess
+
+    worker = WorkerProcess.__new__(WorkerProcess)
+    worker.uid = None
+    worker.proc = subprocess.Popen(["sh", "-c", "sleep 120 & echo $!"], stdout=subprocess.PIPE, text=True,
+                                   start_new_session=True)
+    child = int(worker.proc.stdout.readline())
+    worker.proc.wait()
+    worker.proc.stdout.close()
+    assert _state(child) in "SR" and worker.proc.poll() is not None
+    worker.pause()
+    assert _wait_for(child, "T") == "T"  # stopped with the group though its leader is gone
+    worker.kill()
+    for _ in range(100):  # dead: a zombie until init reaps it, then gone
+        try:
+            if _state(child) in "ZX":
+                break
+        except FileNotFoundError:
+            break
+        time.sleep(0.02)
+    else:
+        raise AssertionError(f"the child {child} of an ended worker still runs")
