@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The tenth session's H200 calls (one GPU, nvidia-h200; carry [".whl"]): OUT=$OUT STEP=first|d|a bash bench/session10_h200.sh
-#   first: what no GPU has run yet: the window's openings (runners/openings.py) in the GPU tests, the skipping cheat
+#   first: what no GPU has run yet: the mixed tree node on CUDA (bench/commit_check_gpu.py: the device's integers against
+#          the CPU's, and a commitment's cost), the window's openings (runners/openings.py) in the GPU tests, the skipping cheat
 #          of round 4 (section 5) that they close, and tests/test_gpu.py whole (the ninth session's call 3 left two
 #          failures whose details were cut off);
 #   d:     (d) on RMSNorm with the correctness phase's parts and the window's (timing.window_reveal holds the openings);
@@ -8,6 +9,9 @@
 source "$(dirname "$0")/device_setup.sh"
 case "${STEP:-first}" in
   first)
+    timeout 60 python3 bench/commit_check_gpu.py > "$OUT/commit-check.json" 2>&1; echo "commit check rc=$?"
+    python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print({k: v for k, v in d.items() if k != 'checks'}, \
+all(d['checks'].values()))" "$OUT/commit-check.json"
     timeout 200 $PYTEST -s tests/test_judge_attacks_round4.py -k "few_slots" > "$OUT/gpu-openings.txt" 2>&1
     echo "openings rc=$?"; grep -E "^(FAILED|ERROR)|AssertionError|passed|failed" "$OUT/gpu-openings.txt" | tail -6
     timeout 330 $PYTEST -s tests/test_gpu.py > "$OUT/gpu-tests.txt" 2>&1

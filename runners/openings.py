@@ -251,6 +251,9 @@ def compare_chunks(got: dict, ref: dict, tolerance_of) -> str:
     tolerance (``tolerance_of(dtype)``, the judge's table), read as the oracle's dtype: all chunks of one output
     position and length in one comparison. '' if all agree, else why (the first slot that disagrees)."""
     batches: dict[tuple, list] = {}
+    extra = sorted(set(got) - set(ref))
+    if extra:  # a word the judge would fold without comparing anything (round 11's review)
+        return f"slot {extra[0][0]}: output {extra[0][1]} is one the baseline does not return"
     for (s, p), want in ref.items():
         have = got.get((s, p))
         if "value" in want or (have is not None and "value" in have):  # a number, a string, None

@@ -153,3 +153,15 @@ def test_the_tree_kernel_opens_the_same_chunks(monkeypatch):
     assert torch.equal(got["groups"][0]["words"], want["groups"][0]["words"])
     assert torch.equal(got["groups"][0]["path"], want["groups"][0]["path"])
     check_openings(got, _plain, commitments(outs, KEY), [0, 1], SEED, 2, KEY)
+
+
+def test_an_output_past_the_baselines_is_refused():
+    """A slot that returns more outputs than the baseline's: the extra one's word would be folded in unchecked (a
+    free word in the slot's hash), so it is refused (round 11's review)."""
+    outs = _slots(2)
+    slots = [0, 1]
+    ref = check_openings(open_slots(outs, slots, SEED, 2, KEY), _plain, commitments(outs, KEY), slots, SEED, 2, KEY)
+    longer = [(*o, torch.zeros(4)) for o in outs]
+    got = check_openings(open_slots(longer, slots, SEED, 2, KEY), _plain, commitments(longer, KEY), slots, SEED, 2,
+                         KEY)
+    assert "output 3 is one the baseline does not return" in compare_chunks(got, ref, lambda dtype: TOL)
