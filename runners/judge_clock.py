@@ -19,7 +19,7 @@ from .inputs import case_shapes
 from .protocol import Refusal, commitment_of, meta_nbytes, trial_seed
 from .results import CaseResult
 from .task import Case
-from .commitments import digest, matches
+from .commitments import ROW_BUDGET_WORDS, _padded_words, digest, matches
 from .openings import OpeningError, check_openings, compare_chunks
 from .wire import WireError, decode_value
 
@@ -161,28 +161,40 @@ class TimingSteps:
             raise Refusal("timing", f"the timed window failed: {reply.get('error')}")
         return elapsed_us, reply
 
-    def _window_hashes(self, worker, meta, count: int, key: int, root) -> list[int]:
-        """A worker's per-slot commitments of a window (an int64 file of ``count`` values, shown after the clock),
-        checked against the digest it sent when its pass ended."""
+    def _window_hashes(self, worker, reply: dict, count: int, key: int, root) -> tuple[list[int], dict]:
+        """A worker's per-slot commitments of a window (an int64 file of ``count`` values, shown after the clock) and
+        its outputs' chunk-level nodes (runners/openings.py), checked against the digest it sent when its pass
+        ended. Returns the commitments and the rows (position -> (level, nbytes, nodes))."""
         stage = "timing" if worker is self.candidate else "baseline"
+        rows: dict = {}
         try:
-            hashes = decode_value(meta, worker.outbox, 8 * count)
+            hashes = decode_value(reply.get("commitments"), worker.outbox, 8 * count)
+            budget = [8 * ROW_BUDGET_WORDS]
+            for row in reply.get("rows") or []:
+                p, level, nbytes = row.get("position"), row.get("level"), row.get("nbytes")
+                if type(p) is not int or p in rows or type(level) is not int or not 0 <= level < 64 \
+                        or type(nbytes) is not int or nbytes < 0:
+                    raise WireError("a row of nodes that names no output")
+                nodes = decode_value(row.get("nodes"), worker.outbox, budget[0], budget=budget)
+                if not (type(nodes) is torch.Tensor and nodes.dtype == torch.int64 and nodes.dim() == 2
+                        and nodes.shape[0] == count and nodes.shape[1] == _padded_words(nbytes) >> level):
+                    raise WireError(f"the row of nodes of output {p} has the wrong form")
+                rows[p] = (level, nbytes, nodes)
         except WireError as exc:
             raise Refusal(stage, f"the per-slot commitments of the judge's window could not be read: {exc}") from exc
         if not (type(hashes) is torch.Tensor and hashes.dtype == torch.int64 and tuple(hashes.shape) == (count,)
-                and type(root) is int and digest(hashes, key) == root):
+                and type(root) is int and digest(hashes, key, [rows[p][2] for p in sorted(rows)]) == root):
             raise Refusal(stage, "the per-slot commitments shown are not the ones committed to when the judge's "
                                  "window ended (work done after the clock stopped)")
-        return [int(h) for h in hashes.tolist()]
+        return [int(h) for h in hashes.tolist()], rows
 
-    def _opened(self, worker, reply: dict, opening: dict, count: int, root, commits: list[int] | None = None) -> dict:
-        """A worker's opened chunks, each checked up its path to the slot hashes it committed to (on the CPU)."""
+    def _opened(self, worker, reply: dict, opening: dict, count: int, root, hashes=None) -> dict:
+        """A worker's opened chunks, each checked up to the nodes it committed to (on the CPU)."""
         stage = "timing" if worker is self.candidate else "baseline"
-        if commits is None:
-            commits = self._window_hashes(worker, reply.get("commitments"), count, opening["key"], root)
+        commits, rows = hashes or self._window_hashes(worker, reply, count, opening["key"], root)
         try:
             return check_openings(reply.get("open"), lambda meta, most: decode_value(meta, worker.outbox, most),
-                                  commits, opening["slots"], opening["seed"], opening["per"], opening["key"])
+                                  commits, rows, opening["slots"], opening["seed"], opening["per"], opening["key"])
         except (OpeningError, WireError) as exc:
             raise Refusal(stage, f"an opened slot of the judge's window: {exc}") from exc
 
@@ -250,7 +262,8 @@ class TimingSteps:
                 ref_outs = self.oracle.request("reveal", slots=shown, tag=f"w{index}r{round_}", open=opening)
             if not ref_outs.get("ok"):
                 raise Refusal("baseline", "the oracle's outputs of the judge's window could not be read back")
-            ref_chunks = self._opened(self.oracle, ref_outs, opening, count, replies["oracle"].get("commitment"))
+            ref_hashes = self._window_hashes(self.oracle, ref_outs, count, key, replies["oracle"].get("commitment"))
+            ref_chunks = self._opened(self.oracle, ref_outs, opening, count, None, ref_hashes)
             refs = {}
             for k in shown:
                 refs[k] = self._decode(self.oracle, ref_outs["outs"][str(k)], 1 << 40)
@@ -261,7 +274,7 @@ class TimingSteps:
                 got_outs = self.candidate.request("reveal", slots=shown, tag=f"w{index}r{round_}", open=opening)
             if not got_outs.get("ok"):
                 raise Refusal("timing", "the outputs of the judge's window could not be read back")
-            commits = self._window_hashes(self.candidate, got_outs.get("commitments"), count, key, root)
+            commits, rows = self._window_hashes(self.candidate, got_outs, count, key, root)
             for k in shown:
                 ref_meta = ref_outs["outs"][str(k)]
                 ref = refs[k]
@@ -274,8 +287,13 @@ class TimingSteps:
                 if not cmp.ok:
                     raise Refusal("timing", f"{case.id}: outputs of the timed calls are wrong (slot {k} of the "
                                             f"judge's window, fresh values): {cmp.message}")
-            wrong = compare_chunks(self._opened(self.candidate, got_outs, opening, count, root, commits), ref_chunks,
-                                   tol)
+            shape = {p: r[:2] for p, r in rows.items()}  # where the baseline's outputs have rows, so must these
+            if shape != {p: r[:2] for p, r in ref_hashes[1].items()}:
+                raise Refusal("timing", f"{case.id}: the judge's window: the rows of nodes committed to (outputs "
+                                        f"{sorted(shape)}) are not the baseline's (outputs {sorted(ref_hashes[1])}): "
+                                        f"outputs of another size, or kept from the openings")
+            wrong = compare_chunks(self._opened(self.candidate, got_outs, opening, count, root, (commits, rows)),
+                                   ref_chunks, tol)
             if wrong:
                 raise Refusal("timing", f"{case.id}: outputs of the timed calls are wrong ({wrong}; an opened chunk of "
                                         f"the judge's window, fresh values)")

@@ -42,6 +42,7 @@ class SlotTimer:
         self.method = "cuda-graph"
         self.plan: CommitPlan | None = None  # for the graph's outputs, which never change
         self.committed: torch.Tensor | None = None  # the last window's per-slot commitments (on the device)
+        self.commit_plan: CommitPlan | None = None  # the plan that made them (its rows, runners/openings.py)
 
     def prepare(self) -> str:
         stream = torch.cuda.Stream()
@@ -96,7 +97,8 @@ class SlotTimer:
         else:
             plan = CommitPlan(self.outputs)
         self.committed = plan.hashes(key)
-        return digest(self.committed, key)
+        self.commit_plan = plan  # its chunk-level nodes and each output's hash, for the openings (``reveal``)
+        return digest(self.committed, key, [nodes for _, _, _, nodes in plan.rows])
 
     def window(self, lead_cycles: int = 0, fill: Callable[[], None] | None = None,
                key: int = 0) -> tuple[float, int, dict]:

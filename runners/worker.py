@@ -214,14 +214,16 @@ class Server:
                  "sums": {str(k): commitments([timer.outputs[k]])[0] for k in req["slots"]}}
         if timer.committed is not None:  # the window's per-slot commitments, one binary file, after the clock
             reply["commitments"] = encode_value(self.outbox, f"{req['tag']}-commitments", timer.committed)
-        if req.get("open"):  # chunks of many more slots, each with its tree path (runners/openings.py)
-            o = req["open"]
-            opened = open_slots(timer.outputs, [int(k) for k in o["slots"]], int(o["seed"]), int(o["per"]),
-                                int(o["key"]))
-            for i, g in enumerate(opened["groups"]):
-                for part in ("words", "path"):
-                    g[part] = encode_value(self.outbox, f"{req['tag']}-open{i}-{part}", g[part])
-            reply["open"] = opened
+            plan = timer.commit_plan  # and the chunk-level nodes the digest covers (runners/openings.py)
+            reply["rows"] = [{"position": p, "level": j, "nbytes": n,
+                              "nodes": encode_value(self.outbox, f"{req['tag']}-rows{p}", nodes)}
+                             for p, j, n, nodes in plan.rows]
+            if req.get("open"):  # chunks of many more slots, each under a node of those rows
+                o = req["open"]
+                opened = open_slots(timer.outputs, plan, [int(k) for k in o["slots"]], int(o["seed"]), int(o["per"]))
+                for i, g in enumerate(opened["groups"]):
+                    g["words"] = encode_value(self.outbox, f"{req['tag']}-open{i}", g["words"])
+                reply["open"] = opened
         return reply
 
     def host_overhead(self, req: dict) -> dict:

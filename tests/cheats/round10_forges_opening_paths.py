@@ -1,5 +1,9 @@
 """Cheat (round 10): the openings' tree paths forged, so that skipped slots pass the window's openings.
 
+(Written against the openings' first form, which took each chunk's path of sibling nodes from the worker; the judge
+no longer does: the digest covers every output's chunk-level nodes and the judge climbs each chunk to its node. The
+worker handlers below speak the first form and are refused; ``solve_left`` is kept for tests/test_judge_attacks_round10.py.)
+
 The openings (runners/openings.py) show a few chunks of every opened slot with the sibling node at each level above
 the chunk, up to the output's hash, which must fold to the slot's committed hash. The siblings are the worker's to
 choose; the path is binding only if no worker can find a sibling that sends a chosen node to a given parent. The

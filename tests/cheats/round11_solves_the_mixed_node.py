@@ -1,5 +1,9 @@
 """Cheat (round 11): the MIXED node solved for its left word, so that skipped slots pass the openings again.
 
+(Against the openings' first form, with worker-chosen paths; since this round the digest covers every output's
+chunk-level nodes and no path is taken. The solvers are kept for tests/test_judge_attacks_round11.py: the node is
+still solvable, which is why nothing above a chunk rests on it.)
+
 The node since round 10 (runners/commitments.py ``_compress``): ``v = rot32(a + alpha*b) * (2b + 1) + a``, then
 ``G(v) = xs32(xs32(v) * MIX)`` and ``G(v) + a + b``. Every operation in it acts on the two 32-bit halves of its words
 as a T-FUNCTION (bit i of a result's low half and bit i of its high half depend only on bits 0..i of the inputs'
