@@ -206,8 +206,8 @@ class TimingSteps:
         timed reply carries no host work per slot. Then the judge picks slots in secret, has them shown with the
         per-slot hashes (one binary file, read after the clock), checks that those hash to the digest, that each
         shown slot's outputs hash to its own, and that they match the oracle's on the same values; and it has every
-        slot (up to ``open_slots``) opened: a few chunks each, climbed up their hash-tree paths to the committed hashes
-        and compared with the oracle's (runners/openings.py). Rounds alternate sides; the shortest pass counts."""
+        slot (up to ``open_slots``) opened: a few chunks each, climbed to the nodes of the rows the digest covers and
+        compared with the oracle's (runners/openings.py). Rounds alternate sides; the shortest pass counts."""
         p = self.p
         count = self._slot_count(case, p.window_us, p.window_bytes, p.max_window_slots)
         bank = self._bank_request(case, count, trial_seed(secret, 40_000, index))
@@ -251,8 +251,8 @@ class TimingSteps:
                 raise Refusal("timing", "the judge's window ended without a commitment to every slot's outputs")
             g = torch.Generator().manual_seed(trial_seed(secret, 60_000 + round_, index))
             shown = sorted(torch.randperm(count, generator=g)[:reveal].tolist())
-            # Every slot (up to ``open_slots``) is opened besides: chunks drawn from a seed sent now, each with its
-            # tree path up to the slot's committed hash (runners/openings.py), compared with the oracle's chunks
+            # Every slot (up to ``open_slots``) is opened besides: chunks drawn from a seed sent now, each under a node
+            # of the rows the digest covers (runners/openings.py), compared with the oracle's chunks
             opened = sorted(torch.randperm(count, generator=g)[:p.open_slots].tolist())
             opening = {"slots": opened, "seed": trial_seed(secret, 62_000 + round_, index), "per": p.open_chunks,
                        "key": key}
