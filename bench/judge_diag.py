@@ -17,6 +17,8 @@ VARIANTS = {
     "no-lead": Protocol(window_lead_cycles=0),
     "fits-L2": Protocol(window_bytes=24 << 20),
     "long-samples": Protocol(sample_us=8000.0, case_time_cap_s=4.0),
+    "no-sample-lead": Protocol(sample_lead_cycles=0),
+    "no-lead-long": Protocol(sample_lead_cycles=0, sample_us=8000.0, case_time_cap_s=4.0),
 }
 
 

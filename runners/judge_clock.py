@@ -116,7 +116,7 @@ class TimingSteps:
             pair = [(self.oracle, samples_b), (self.candidate, samples_c)]
             for worker, samples in (pair if round_ % 2 == 0 else pair[::-1]):
                 with self._alone(worker):
-                    reply = worker.request("sample", replays=replays)
+                    reply = worker.request("sample", replays=replays, lead_cycles=p.sample_lead_cycles)
                 if not reply.get("ok"):
                     raise Refusal("timing", f"sampling failed: {reply.get('error')}")
                 us = reply.get("us")
@@ -332,7 +332,8 @@ class TimingSteps:
             return
         replays = max(1, math.ceil(self.p.sample_us / (max(float(reply["per_call_us"]), 0.5) * count)))
         with self._alone(self.oracle):
-            samples = [float(self.oracle.request("sample", replays=replays, reference=True)["us"]) for _ in range(15)]
+            request = {"replays": replays, "reference": True, "lead_cycles": self.p.sample_lead_cycles}
+            samples = [float(self.oracle.request("sample", **request)["us"]) for _ in range(15)]
         result.reference_us = statistics.median(samples)
         self.oracle.request("release", reference=True)
 

@@ -24,6 +24,9 @@ class Protocol:
     # is credited parity (1.0: every claim of a speedup is clocked)
     clock_above: float = 1.0
     sample_us: float = 2000.0  # device time of one sample
+    # device sleep before each sample's start event (about 0.1 ms at 2 GHz), so that the host's launches are queued
+    # ahead and no sample holds host time (runners/timing.py SlotTimer.sample_us)
+    sample_lead_cycles: int = 200_000
     slot_us: float = 200.0  # device time of one replay of every slot (sets how many slots)
     max_slots: int = 64
     slot_bytes: int = 1 << 30  # memory for the rotating slots of one side

@@ -189,7 +189,7 @@ class Server:
         return self.timers[key]
 
     def sample(self, req: dict) -> dict:
-        return {"ok": True, "us": self._timer(req).sample_us(int(req["replays"]))}
+        return {"ok": True, "us": self._timer(req).sample_us(int(req["replays"]), int(req.get("lead_cycles", 0)))}
 
     def refill(self, req: dict) -> dict:
         timer = self._timer(req)
