@@ -28,8 +28,11 @@ def test_baseline_against_itself_times_near_one(gpu_evaluator):
     assert ev.ok and ev.timed, ev.error
     for case in ev.cases:
         assert case.timing_method == "cuda-graph" and case.slots >= 2
-        assert 0.97 < case.speedup < 1.03, case
-        assert case.judge_us and len(case.window_ms) == 6, case  # the judge's own clock ran, 3 rounds a side
+        assert 0.98 < case.speedup < 1.02, case  # 0.994-1.006 in 4 fresh evaluators (H200, session 11)
+        assert len(case.window_ms) == 6, case  # the judge's own clock ran, 3 rounds a side
+        # it has a time wherever it resolves the size; at T=512 (about 750 slots of 8 MB) the oracle's extra (fill
+        # and commitments, 9-10 ms) moved by 1 ms against a 3 ms pass, at the edge of "unresolved" (credited 1.0x)
+        assert case.judge_us or (case.case.startswith("T=512,") and "unresolved" in case.message), case
         assert case.baseline_host_us > 0 and case.candidate_host_us > 0
         assert case.reference_us and case.reference_us > 0  # torch.compile of the reference, timed
         assert any(k.endswith(":_rms_norm_kernel") for k in case.launched)
