@@ -39,6 +39,15 @@ def check() -> dict:
         same = plan.hashes(key).tolist() == commitments(slots, key)
         out["checks"][f"captured plan key {key}"] = same
     out["captured"] = plan.graph is not None
+    # an output whose shape follows a range scalar: a block of rows per shape, captured with the rest
+    ranged = [(torch.randn(4, (64, 512, 200, 333)[k % 4], generator=gen).half(),) for k in range(48)]
+    plan = CommitPlan([(a.cuda(),) for (a,) in ranged], capture=True)
+    for key in (3, 4):
+        want = CommitPlan(ranged)
+        same = plan.hashes(key).tolist() == want.hashes(key).tolist()
+        out["checks"][f"captured ranged plan key {key}"] = same and [r[3].cpu().tolist() for r in plan.rows] == \
+            [r[3].tolist() for r in want.rows] and len(plan.rows) == 4
+    out["captured ranged"] = plan.graph is not None
     for what, outs in (("64 MB, 1 slot", [torch.randn(32 << 20, device="cuda").half()]),
                        ("48 slots of 64 MB", [torch.randn(32 << 20, device="cuda").half() for _ in range(48)]),
                        ("8192 slots of 8 KB", [torch.randn(4096, device="cuda").half() for _ in range(8192)])):

@@ -212,8 +212,10 @@ class CommitPlan:
         flats = [flatten(out) for out in outputs]
         self.count = len(flats)
         self.device = next((t.device for f in flats for t in f if isinstance(t, torch.Tensor)), torch.device("cpu"))
-        self.columns: list = []  # per output position: (position, block, nbytes, dst views, src tensors), or
-        # (position, per-slot tensors or None) where the slots' outputs there differ in shape, dtype or kind
+        self.columns: list = []  # per output position: ("tensors", position, groups), each group (members: None
+        # for every slot, else a tuple of slots whose tensors there share a shape and dtype, the block, nbytes, dst
+        # views, src tensors); ("words", position, words) for numbers; ("each", position, tensors, leaves) where the
+        # slots differ in kind (a tensor in some, a number or nothing in others)
         self.graph: torch.cuda.CUDAGraph | None = None  # the plan captured (CUDA), with its table of constants
         self.table = self.index = self.captured = None
         self.tried = not capture  # capture only a plan that is used again (a graph's outputs)
@@ -221,26 +223,40 @@ class CommitPlan:
         for position in range(width):
             leaves = [f[position] if position < len(f) else _ABSENT for f in flats]
             tensors = [v.detach() if isinstance(v, torch.Tensor) else None for v in leaves]
-            first = tensors[0]
             if all(t is None for t in tensors) and _ABSENT not in leaves:
                 # numbers, strings, None: one word per slot, made now (a graph's replays cannot change them either),
                 # folded in like a tensor's hash, so a number shown after the clock must be the one committed to
                 words = torch.tensor([_leaf_word(v) for v in leaves], dtype=torch.int64).to(self.device)
-                self.columns.append((position, words))
+                self.columns.append(("words", position, words))
                 continue
-            if first is None or any(t is None or t.shape != first.shape or t.dtype != first.dtype for t in tensors):
-                self.columns.append((position, tensors, leaves))
+            if any(t is None for t in tensors):
+                self.columns.append(("each", position, tensors, leaves))
                 continue
-            nbytes = first.numel() * first.element_size()
-            block = torch.zeros((len(tensors), 8 * _padded_words(nbytes)), dtype=torch.uint8, device=self.device)
-            srcs = [_bits(t) for t in tensors]
-            dsts = [row[:nbytes].view(s.dtype).view(s.shape) for row, s in zip(block.unbind(0), srcs)]
-            self.columns.append((position, block, nbytes, dsts, srcs))
-        dense = [c for c in self.columns if len(c) == 5]
-        # per dense output position, the level whose nodes the digest covers (runners/openings.py opens chunks there)
-        self.levels = {c[0]: node_level(c[2], self.count, len(dense)) for c in dense}
-        self.levels = {p: j for p, j in self.levels.items() if j is not None}
-        self.rows: list = []  # after ``hashes``: [(position, level, nbytes, nodes (count, n) int64)], on the device
+            # tensors in every slot: one dense block per shape and dtype (an output whose shape follows a range
+            # scalar takes a few, runners/inputs.py SlotBank), each with its own rows (round 12 found such an
+            # output with none: a skipped call there was seen only by the slots shown in full)
+            kinds: dict = {}
+            for slot, t in enumerate(tensors):
+                kinds.setdefault((tuple(t.shape), t.dtype), []).append(slot)
+            groups = []
+            for members in kinds.values():
+                first = tensors[members[0]]
+                nbytes = first.numel() * first.element_size()
+                block = torch.zeros((len(members), 8 * _padded_words(nbytes)), dtype=torch.uint8, device=self.device)
+                srcs = [_bits(tensors[m]) for m in members]
+                dsts = [row[:nbytes].view(s.dtype).view(s.shape) for row, s in zip(block.unbind(0), srcs)]
+                whole = len(members) == self.count
+                groups.append((None if whole else tuple(members), block, nbytes, dsts, srcs,
+                               None if whole else torch.tensor(members, dtype=torch.int64, device=self.device)))
+            self.columns.append(("tensors", position, groups))
+        blocks = sum(len(c[2]) for c in self.columns if c[0] == "tensors")
+        # per block (position, its first slot), the level whose nodes the digest covers (runners/openings.py opens
+        # chunks there); a block of a few slots has as many nodes a row as one of every slot, within the budget
+        self.levels = {(c[1], g[0][0] if g[0] else 0): node_level(g[2], self.count, blocks)
+                       for c in self.columns if c[0] == "tensors" for g in c[2]}
+        self.levels = {b: j for b, j in self.levels.items() if j is not None}
+        self.rows: list = []  # after ``hashes``: [(position, level, nbytes, nodes (slots, n) int64, members)], on the
+        # device, in (position, first slot) order; ``members`` None for every slot, else the block's slots
         self.position_hashes: dict = {}  # after ``hashes``: position -> (count,) int64, each output's own hash
         self.captured_rows: list = []
         self.captured_positions: dict = {}
@@ -253,7 +269,7 @@ class CommitPlan:
         if self.graph is not None:
             self.table.copy_(_Keyed.values(key, self.index))
             self.graph.replay()
-            self.rows = [(p, j, n, nodes.clone()) for p, j, n, nodes in self.captured_rows]
+            self.rows = [(p, j, n, nodes.clone(), members) for p, j, n, nodes, members in self.captured_rows]
             self.position_hashes = {p: h.clone() for p, h in self.captured_positions.items()}
             return self.captured.clone()
         keyed = _Keyed(key)
@@ -271,25 +287,30 @@ class CommitPlan:
         else:
             acc = torch.full((self.count,), start, dtype=torch.int64, device=self.device)
         for column in self.columns:
-            position = column[0]
+            kind, position = column[0], column[1]
             alpha = k(2000 + position, odd=True)
-            if len(column) == 5:
-                _, block, nbytes, dsts, srcs = column
-                torch._foreach_copy_(dsts, srcs)
-                kept: list = []
-                h = _hash_rows(block.view(torch.int64), nbytes, k, self.levels.get(position), kept)
-                if kept:
-                    rows.append((position, self.levels[position], nbytes, kept[0]))
+            if kind == "tensors":
+                h = None
+                for members, block, nbytes, dsts, srcs, index in column[2]:
+                    torch._foreach_copy_(dsts, srcs)
+                    kept: list = []
+                    block_key = (position, members[0] if members else 0)
+                    part = _hash_rows(block.view(torch.int64), nbytes, k, self.levels.get(block_key), kept)
+                    if kept:
+                        rows.append((position, self.levels[block_key], nbytes, kept[0], members))
+                    h = part if index is None else \
+                        (h if h is not None else torch.zeros(self.count, dtype=torch.int64,
+                                                             device=self.device)).index_copy(0, index, part)
                 positions[position] = h
                 acc = _compress(acc.unsqueeze(1), h.unsqueeze(1), alpha)[:, 0]
                 continue
-            if len(column) == 2:
-                positions[position] = column[1]
-                acc = _compress(acc.unsqueeze(1), column[1].unsqueeze(1), alpha)[:, 0]
+            if kind == "words":
+                positions[position] = column[2]
+                acc = _compress(acc.unsqueeze(1), column[2].unsqueeze(1), alpha)[:, 0]
                 continue
             acc = acc.clone()
             words = torch.zeros(self.count, dtype=torch.int64, device=self.device)
-            for j, (t, leaf) in enumerate(zip(column[1], column[2])):
+            for j, (t, leaf) in enumerate(zip(column[2], column[3])):
                 if leaf is _ABSENT:  # a slot with fewer outputs: as the judge hashes it alone
                     continue
                 word = _one(t, k.key).to(self.device) if t is not None else \
@@ -297,11 +318,12 @@ class CommitPlan:
                 words[j] = word
                 acc[j] = _compress(acc[j].view(1, 1), word.view(1, 1), alpha)[0, 0]
             positions[position] = words
+        rows.sort(key=lambda r: (r[0], r[4][0] if r[4] else 0))
         return acc, rows, positions
 
     def _capture(self, key: int, asked: dict, expected: torch.Tensor) -> None:
-        if any(len(column) == 3 for column in self.columns):
-            return  # slots whose outputs differ: hashed one by one, not captured
+        if any(column[0] == "each" for column in self.columns):
+            return  # slots whose outputs differ in kind: hashed one by one, not captured
         try:
             index = dict(asked)
             table = _Keyed.values(key, index).to(self.device)

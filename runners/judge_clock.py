@@ -164,26 +164,31 @@ class TimingSteps:
     def _window_hashes(self, worker, reply: dict, count: int, key: int, root) -> tuple[list[int], dict]:
         """A worker's per-slot commitments of a window (an int64 file of ``count`` values, shown after the clock) and
         its outputs' chunk-level nodes (runners/openings.py), checked against the digest it sent when its pass
-        ended. Returns the commitments and the rows (position -> (level, nbytes, nodes))."""
+        ended. Returns the commitments and the rows ((position, first slot) -> (level, nbytes, nodes, members))."""
         stage = "timing" if worker is self.candidate else "baseline"
         rows: dict = {}
         try:
             hashes = decode_value(reply.get("commitments"), worker.outbox, 8 * count)
             budget = [8 * ROW_BUDGET_WORDS]
             for row in reply.get("rows") or []:
-                p, level, nbytes = row.get("position"), row.get("level"), row.get("nbytes")
-                if type(p) is not int or p in rows or type(level) is not int or not 0 <= level < 64 \
+                p, level, nbytes, members = row.get("position"), row.get("level"), row.get("nbytes"), row.get("slots")
+                if members is not None and not (isinstance(members, list) and members and all(
+                        type(m) is int and 0 <= m < count for m in members) and members == sorted(set(members))):
+                    raise WireError("a block of rows whose slots are not a list of distinct slots in order")
+                block = (p, members[0] if members else 0)
+                if type(p) is not int or block in rows or type(level) is not int or not 0 <= level < 64 \
                         or type(nbytes) is not int or nbytes < 0:
                     raise WireError("a row of nodes that names no output")
                 nodes = decode_value(row.get("nodes"), worker.outbox, budget[0], budget=budget)
                 if not (type(nodes) is torch.Tensor and nodes.dtype == torch.int64 and nodes.dim() == 2
-                        and nodes.shape[0] == count and nodes.shape[1] == _padded_words(nbytes) >> level):
+                        and nodes.shape[0] == (len(members) if members else count)
+                        and nodes.shape[1] == _padded_words(nbytes) >> level):
                     raise WireError(f"the row of nodes of output {p} has the wrong form")
-                rows[p] = (level, nbytes, nodes)
+                rows[block] = (level, nbytes, nodes, tuple(members) if members else None)
         except WireError as exc:
             raise Refusal(stage, f"the per-slot commitments of the judge's window could not be read: {exc}") from exc
         if not (type(hashes) is torch.Tensor and hashes.dtype == torch.int64 and tuple(hashes.shape) == (count,)
-                and type(root) is int and digest(hashes, key, [rows[p][2] for p in sorted(rows)]) == root):
+                and type(root) is int and digest(hashes, key, [rows[b][2] for b in sorted(rows)]) == root):
             raise Refusal(stage, "the per-slot commitments shown are not the ones committed to when the judge's "
                                  "window ended (work done after the clock stopped)")
         return [int(h) for h in hashes.tolist()], rows
@@ -287,11 +292,12 @@ class TimingSteps:
                 if not cmp.ok:
                     raise Refusal("timing", f"{case.id}: outputs of the timed calls are wrong (slot {k} of the "
                                             f"judge's window, fresh values): {cmp.message}")
-            shape = {p: r[:2] for p, r in rows.items()}  # where the baseline's outputs have rows, so must these
-            if shape != {p: r[:2] for p, r in ref_hashes[1].items()}:
+            shape = {b: (r[0], r[1], r[3]) for b, r in rows.items()}  # where the baseline's outputs have rows,
+            if shape != {b: (r[0], r[1], r[3]) for b, r in ref_hashes[1].items()}:  # over its slots, so must these
+                mine, its = sorted({b[0] for b in shape}), sorted({b[0] for b in ref_hashes[1]})
                 raise Refusal("timing", f"{case.id}: the judge's window: the rows of nodes committed to (outputs "
-                                        f"{sorted(shape)}) are not the baseline's (outputs {sorted(ref_hashes[1])}): "
-                                        f"outputs of another size, or kept from the openings")
+                                        f"{mine}) are not the baseline's (outputs {its}): outputs of another size "
+                                        f"or shape, or kept from the openings")
             wrong = compare_chunks(self._opened(self.candidate, got_outs, opening, count, root, (commits, rows)),
                                    ref_chunks, tol)
             if wrong:

@@ -12,8 +12,10 @@ a worker that skipped a call cannot show a right chunk computed afterwards (it m
 stale one (wrong against the oracle's). (Round 10 and 11: with the sibling nodes of a path sent by the worker, the
 tree's node solved for one of its words let any chunk climb to any committed hash.)
 
-Where no level fits the budget (thousands of slots, decode sizes) an output has no rows and is not opened: the slots
-shown in full, 16 a round, see a skipped share of those calls. ``open_slots`` runs in a worker (either side, after
+An output whose shape differs between slots (it follows a range scalar) has a block of rows per shape, each naming its
+slots (``opened_in``). Where no level fits the budget (thousands of slots, decode sizes), or where the slots' outputs
+differ in kind (a tensor in some, a number in others), an output has no rows and is not opened: the slots shown in
+full, 16 a round, see a skipped share of those calls. ``open_slots`` runs in a worker (either side, after
 ``window``); ``check_openings`` and ``compare_chunks`` in the judge, on the CPU. Tests: tests/test_openings.py.
 """
 from __future__ import annotations
@@ -37,6 +39,15 @@ def chunk_indices(seed: int, slot: int, position: int, chunks: int, per: int) ->
     the judge sends after the commitment (the same on both sides; the judge checks against its own draw)."""
     rng = random.Random(f"{seed}:{slot}:{position}:{chunks}")
     return sorted(rng.sample(range(chunks), min(per, chunks)))
+
+
+def opened_in(slots: list[int], members) -> list[tuple[int, int]]:
+    """The opened slots a block of rows holds, each with its row in the block's nodes (``members`` None: every slot,
+    row = slot; else the block's slots, runners/commitments.py ``CommitPlan``: an output's slots of one shape)."""
+    if members is None:
+        return [(s, s) for s in slots]
+    where = {m: i for i, m in enumerate(members)}
+    return [(s, where[s]) for s in slots if s in where]
 
 
 def _row(t: torch.Tensor) -> torch.Tensor:
@@ -84,16 +95,19 @@ def open_slots(outputs: list, plan, slots: list[int], seed: int, per: int) -> di
         hs[str(s)] = [int(positions[p][s]) if p in positions else 0 for p in range(len(leaves))]
         numbers[str(s)] = {str(p): leaf_meta(v) for p, v in enumerate(leaves) if not isinstance(v, torch.Tensor)}
     groups = []
-    for p, level, nbytes, nodes in plan.rows:
+    for p, level, nbytes, nodes, members in plan.rows:
+        picked = [s for s, _ in opened_in(slots, members)]
+        if not picked:
+            continue
         size = 1 << level
-        rows = torch.stack([_row(flatten(outputs[s])[p]) for s in slots]) if slots else \
-            torch.zeros((0, nodes.shape[1] * size), dtype=torch.int64, device=nodes.device)
-        idx = torch.tensor([chunk_indices(seed, s, p, nodes.shape[1], per) for s in slots], dtype=torch.int64,
-                           device=rows.device).reshape(len(slots), -1)
-        offsets = (idx.unsqueeze(-1) * size + torch.arange(size, device=rows.device)).reshape(len(slots), -1)
+        rows = torch.stack([_row(flatten(outputs[s])[p]) for s in picked])
+        idx = torch.tensor([chunk_indices(seed, s, p, nodes.shape[1], per) for s in picked], dtype=torch.int64,
+                           device=rows.device).reshape(len(picked), -1)
+        offsets = (idx.unsqueeze(-1) * size + torch.arange(size, device=rows.device)).reshape(len(picked), -1)
         words = torch.gather(rows, 1, offsets).reshape(*idx.shape, size)
-        dtype = str(flatten(outputs[slots[0]])[p].dtype).removeprefix("torch.") if slots else ""
-        groups.append({"position": p, "nbytes": nbytes, "dtype": dtype, "slots": list(slots), "words": words})
+        dtype = str(flatten(outputs[picked[0]])[p].dtype).removeprefix("torch.")
+        groups.append({"position": p, "first": members[0] if members else 0, "nbytes": nbytes, "dtype": dtype,
+                       "slots": picked, "words": words})
     return {"hs": hs, "numbers": numbers, "groups": groups}
 
 
@@ -112,9 +126,10 @@ def fold(hs: torch.Tensor, k: _Keyed) -> torch.Tensor:
 
 def check_openings(reply: dict, decode, commits: list[int], rows: dict, slots: list[int], seed: int, per: int,
                    key: int) -> dict[tuple[int, int], dict]:
-    """The judge's side. ``rows``: position -> (level, nbytes, nodes (count, n) int64), already checked against the
-    digest. Each opened slot's outputs' hashes (those with rows computed here from them, numbers from what the wire
-    carries) must fold to its committed hash, and every chunk climb to its node. ``decode(meta, max_bytes)`` reads a
+    """The judge's side. ``rows``: (position, first slot) -> (level, nbytes, nodes (slots, n) int64, members: None
+    for every slot, else the block's slots), already checked against the digest. Each opened slot's outputs' hashes
+    (those with rows computed here from them, numbers from what the wire carries) must fold to its committed hash,
+    and every chunk climb to its node. ``decode(meta, max_bytes)`` reads a
     carried tensor. Returns, per (slot, position), ``{"nbytes", "dtype", "chunks": {index: bytes}}`` (each chunk's
     bytes within the output; the dtype as the worker names it) or ``{"value": ...}`` for a number, a string or None.
     Raises OpeningError."""
@@ -130,21 +145,25 @@ def check_openings(reply: dict, decode, commits: list[int], rows: dict, slots: l
             raise OpeningError(f"slot {s}: its outputs' hashes are missing or not 64-bit integers")
         hs[s] = list(row)
     found: dict[tuple[int, int], dict] = {}
-    for p, (level, nbytes, nodes) in rows.items():  # outputs with rows: their hashes are the judge's own
-        if not slots:
-            break
-        mine = climb(nodes[slots], level, None, k)[:, 0]
-        for s, h in zip(slots, _tail(mine, nbytes, k).tolist()):
+    covered, expected = set(), {}
+    for (p, first), (level, nbytes, nodes, members) in rows.items():  # outputs with rows: the judge hashes them
+        picked = opened_in(slots, members)
+        if not picked:
+            continue
+        expected[(p, first)] = picked
+        mine = climb(nodes[[i for _, i in picked]], level, None, k)[:, 0]
+        for (s, _), h in zip(picked, _tail(mine, nbytes, k).tolist()):
             if p >= len(hs[s]):
                 raise OpeningError(f"slot {s}: output {p} is missing")
             hs[s][p] = int(h)
+            covered.add((s, p))
     for s in slots:  # each output that is not a tensor: what the wire carries, hashed to its word
         metas = numbers.get(str(s))
         if not isinstance(metas, dict):
             raise OpeningError(f"slot {s}: its outputs that are not tensors were not shown")
         for key_p, meta in metas.items():
             p = int(key_p) if isinstance(key_p, str) and key_p.isascii() and key_p.isdigit() else -1
-            if not 0 <= p < len(hs[s]) or p in rows:
+            if not 0 <= p < len(hs[s]) or (s, p) in covered:
                 raise OpeningError(f"slot {s}: an output that is not a tensor at a place it has none")
             # one leaf, as the plan folded it: a list or a map would decode to a container whose word is one
             # constant whatever it holds (round 12: a count skipped in the timed pass, shown right inside a list)
@@ -172,13 +191,15 @@ def check_openings(reply: dict, decode, commits: list[int], rows: dict, slots: l
     if not isinstance(groups, list) or not all(isinstance(g, dict) for g in groups):
         raise OpeningError("the opened groups are not a list of groups")
     for g in groups:
-        p, members = g.get("position"), g.get("slots")
-        if type(p) is not int:
+        p, first, members = g.get("position"), g.get("first"), g.get("slots")
+        if type(p) is not int or type(first) is not int:
             raise OpeningError("an opened group names no output")
-        if p not in rows or p in seen or members != list(slots) or g.get("nbytes") != rows[p][1]:
+        block = (p, first)
+        if block not in expected or block in seen or members != [s for s, _ in expected[block]] \
+                or g.get("nbytes") != rows[block][1]:
             raise OpeningError("an opened group names slots or outputs that were not asked for")
-        seen.add(p)
-        level, nbytes, nodes = rows[p]
+        seen.add(block)
+        level, nbytes, nodes, _ = rows[block]
         size = 1 << level
         idx = torch.tensor([chunk_indices(seed, s, p, nodes.shape[1], per) for s in members], dtype=torch.int64)
         idx = idx.reshape(len(members), -1)
@@ -186,7 +207,7 @@ def check_openings(reply: dict, decode, commits: list[int], rows: dict, slots: l
         if not _is_int64(words, (*idx.shape, size)):
             raise OpeningError(f"output {p}: the opened chunks have the wrong form")
         got = climb(words.reshape(-1, size), 0, level, k)[:, 0].reshape(idx.shape)
-        want = torch.gather(nodes[members], 1, idx)
+        want = torch.gather(nodes[[i for _, i in expected[block]]], 1, idx)
         bad = (got != want).any(1).nonzero().flatten().tolist()
         if bad:
             raise OpeningError(f"slot {members[bad[0]]}: an opened chunk of output {p} is not the one committed to "
@@ -198,8 +219,8 @@ def check_openings(reply: dict, decode, commits: list[int], rows: dict, slots: l
                 lo = index * 8 * size
                 chunks[index] = bytes(raw[r, c].view(torch.uint8)[:max(0, min(8 * size, nbytes - lo))].numpy())
             found[(s, p)] = {"nbytes": nbytes, "dtype": str(g.get("dtype")), "chunks": chunks}
-    if set(rows) - seen and slots:
-        raise OpeningError(f"output {min(set(rows) - seen)} was not opened")
+    if set(expected) - seen:
+        raise OpeningError(f"output {min(set(expected) - seen)[0]} was not opened")
     return found
 
 

@@ -103,7 +103,7 @@ class SlotTimer:
             plan = CommitPlan(self.outputs)
         self.committed = plan.hashes(key)
         self.commit_plan = plan  # its chunk-level nodes and each output's hash, for the openings (``reveal``)
-        return digest(self.committed, key, [nodes for _, _, _, nodes in plan.rows])
+        return digest(self.committed, key, [row[3] for row in plan.rows])
 
     def window(self, lead_cycles: int = 0, fill: Callable[[], None] | None = None,
                key: int = 0) -> tuple[float, int, dict]:

@@ -215,9 +215,9 @@ class Server:
         if timer.committed is not None:  # the window's per-slot commitments, one binary file, after the clock
             reply["commitments"] = encode_value(self.outbox, f"{req['tag']}-commitments", timer.committed)
             plan = timer.commit_plan  # and the chunk-level nodes the digest covers (runners/openings.py)
-            reply["rows"] = [{"position": p, "level": j, "nbytes": n,
-                              "nodes": encode_value(self.outbox, f"{req['tag']}-rows{p}", nodes)}
-                             for p, j, n, nodes in plan.rows]
+            reply["rows"] = [{"position": p, "level": j, "nbytes": n, "slots": list(members) if members else None,
+                              "nodes": encode_value(self.outbox, f"{req['tag']}-rows{p}-{i}", nodes)}
+                             for i, (p, j, n, nodes, members) in enumerate(plan.rows)]
             if req.get("open"):  # chunks of many more slots, each under a node of those rows
                 o = req["open"]
                 opened = open_slots(timer.outputs, plan, [int(k) for k in o["slots"]], int(o["seed"]), int(o["per"]))

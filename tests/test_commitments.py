@@ -174,6 +174,15 @@ def test_the_plan_with_its_constants_on_the_device_gives_the_same_integers():
         table = _Keyed.values(key, index)
         assert torch.equal(plan._run(_Keyed(key, table, index))[0], plan.hashes(key))
     assert torch.equal(direct, plan.hashes(41)) and direct.tolist() == commitments(outputs, 41)
+    ranged = [(torch.randn(2, (3, 9, 4)[k % 3], generator=gen).half(),) for k in range(7)]  # a block per shape
+    plan = CommitPlan(ranged)
+    first = _Keyed(41)
+    direct, rows, _ = plan._run(first)
+    table = _Keyed.values(41, dict(first.asked))
+    tabled, tabled_rows, _ = plan._run(_Keyed(41, table, dict(first.asked)))
+    assert torch.equal(direct, tabled) and direct.tolist() == commitments(ranged, 41)
+    assert [r[4] for r in rows] == [(0, 3, 6), (1, 4), (2, 5)]
+    assert all(torch.equal(a[3], b[3]) for a, b in zip(rows, tabled_rows))
 
 
 @pytest.mark.parametrize("words", [512, 520, 1030, 3072, 1 << 13])

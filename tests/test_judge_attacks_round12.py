@@ -1,7 +1,7 @@
 """Attacks on the judge, twelfth round: the openings of the judge's window under the design of round 11's close (the
-digest covers the slots' hashes AND every dense output's chunk-level nodes, ``CommitPlan.rows``; the judge computes
-an output's hash from its row, folds the numbers from what the wire carries, and compares the opened chunks and
-numbers with the oracle's: runners/openings.py ``check_openings``, ``compare_chunks``).
+digest covers the slots' hashes AND every output's chunk-level nodes (a block per shape), ``CommitPlan.rows``; the
+judge computes an output's hash from its row, folds the numbers from what the wire carries, and compares the opened
+chunks and numbers with the oracle's: runners/openings.py ``check_openings``, ``compare_chunks``).
 
 Unit-level, on the openings themselves with tests/test_openings.py's helpers (``committed``, ``opened``, ``check``):
 a worker's reply is what ``open_slots`` makes from the outputs it committed to, edited as a hostile worker would
@@ -100,25 +100,18 @@ def test_a_stale_complex_output_in_an_opened_slot_is_refused():
     slots = list(range(6))
     ref = check(*opened(right, slots), slots)
     reply, commits, rows = opened(stale, slots)
-    assert sorted(rows) == [0]  # it has rows, the digest covers them: the stale chunks climb to their nodes
+    assert sorted(rows) == [(0, 0)]  # it has rows, the digest covers them: the stale chunks climb to their nodes
     assert _refused(reply, commits, rows, slots, ref).startswith("slot 4")
 
 
-# ---- 3. an output whose shape follows a range scalar: no rows at any size ------------------------------------------
+# ---- 3. an output whose shape follows a range scalar: a block of rows per shape (was: no rows at any size) --------
 
-@pytest.mark.xfail(strict=True, reason=(
-    "HOLE (design): runners/commitments.py CommitPlan keeps rows only for a DENSE column (every slot's tensor of one "
-    "shape and dtype). runners/inputs.py SlotBank gives a range scalar up to RANGE_VALUES=4 values across the "
-    "window's slots (k % len(values)), so an entry whose output's shape follows it (top-k's k, a slice's length, a "
-    "number of tokens) has a non-dense column in the oracle too: no rows at ANY count, not only at decode sizes; "
-    "check_openings opens nothing of it and takes the worker's own hs for it, and the shape check in "
-    "judge_clock._corroborate agrees (neither side has rows). A candidate that skips its calls in a share of the "
-    "slots is seen only by the 16 slots a round shown in full. FIX: in CommitPlan.__init__ split a tensor column "
-    "whose slots differ only in shape/dtype into groups of slots of one (shape, dtype), each hashed as a dense "
-    "block with its own rows (node_level over the group's size), rows keyed by (position, group) and covered by "
-    "the digest in a canonical order; open_slots/check_openings open each group, and _corroborate requires the "
-    "candidate's groups to be the oracle's."))
 def test_a_stale_output_whose_shape_follows_a_range_scalar_is_refused():
+    """Was a hole (round 12): runners/inputs.py SlotBank gives a range scalar up to four values across the window's
+    slots, so an output whose shape follows it (top-k's k, a slice's length) differed in shape between slots and
+    CommitPlan kept rows only for a column of one shape: nothing of it was opened, and a candidate skipping its calls
+    in a share of the slots was seen only by the 16 slots a round shown in full. Now each (shape, dtype) of such a
+    column is a block of its own slots with its own rows, covered by the digest, opened and held to the oracle's."""
     g = torch.Generator().manual_seed(3)
     lengths = [64, 512, 200, 333]  # a range scalar's four values, slot k at k % 4
     right = [(torch.randn(lengths[k % 4], generator=g),) for k in range(12)]
@@ -127,7 +120,12 @@ def test_a_stale_output_whose_shape_follows_a_range_scalar_is_refused():
     slots = list(range(12))
     ref = check(*opened(right, slots), slots)
     reply, commits, rows = opened(stale, slots)
+    assert sorted(rows) == [(0, 0), (0, 1), (0, 2), (0, 3)]  # one block per length, keyed by its first slot
+    assert [rows[(0, f)][3] for f in range(4)] == [(0, 4, 8), (1, 5, 9), (2, 6, 10), (3, 7, 11)]
     assert _refused(reply, commits, rows, slots, ref).startswith("slot 5")
+    plan, _, _, _ = committed(right)
+    reply, commits, rows = opened(stale, slots, plan=plan)  # the right outputs committed to, the stale shown
+    assert "not the one committed to" in _refused(reply, commits, rows, slots, ref)
 
 
 # ---- 4. what holds ------------------------------------------------------------------------------------------------
@@ -140,7 +138,7 @@ def test_a_level_zero_chunk_computed_after_the_clock_misses_its_node():
     stale[3] = _counts(1, seed=9)[0]
     slots = list(range(6))
     plan, _, rows, _ = committed(stale)
-    assert rows[0][0] == 0
+    assert rows[(0, 0)][0] == 0
     reply, commits, rows = opened(right, slots, plan=plan)
     reply["numbers"]["3"]["1"] = leaf_meta(stale[3][1])  # the committed count: only the chunk is the right one
     assert "not the one committed to" in _refused(reply, commits, rows, slots, check(*opened(right, slots), slots))
@@ -157,9 +155,10 @@ def test_a_free_trailing_hash_or_a_number_where_the_oracle_has_a_tensor_is_refus
     reply["hs"]["2"] = reply["hs"]["2"] + [12345]
     assert "slot 2: its outputs are not the ones committed to" in _refused(reply, commits, rows, slots, ref)
     g = torch.Generator().manual_seed(4)
-    varied = [(torch.randn(10 + k, generator=g), 1) for k in range(4)]  # output 0: no rows (shapes differ)
+    # output 0: no rows (a tensor in three slots, a number in the fourth: hashed slot by slot)
+    varied = [(torch.randn(10 + k, generator=g), 1) for k in range(3)] + [(5, 1)]
     vref = check(*opened(varied, slots), slots)
-    reply, commits, rows = opened([(t, 1) for t, _ in varied], slots)
+    reply, commits, rows = opened(varied, slots)
     assert not rows
     reply["numbers"]["0"]["0"] = leaf_meta(7)
     reply["hs"]["0"][0] = _leaf_word(7)
@@ -179,3 +178,60 @@ def test_a_malformed_opening_is_an_opening_error(edit):
     edit(reply)
     with pytest.raises(OpeningError):
         check(reply, commits, rows, [0, 1])
+
+
+# ---- 5. through the judge: an output whose shape follows a range scalar -------------------------------------------
+
+_HEAD_SCALE = '''"""Twice the first n columns of each row."""
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _head_scale_kernel(x_ptr, out_ptr, stride_x, stride_out, n, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    offs = tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + row * stride_x + offs, mask=mask, other=0.0)
+    tl.store(out_ptr + row * stride_out + offs, x * 2.0, mask=mask)
+
+
+def head_scale(x, n):
+    rows, width = x.shape
+    out = torch.empty((rows, n), dtype=x.dtype, device=x.device)
+    _head_scale_kernel[(rows,)](x, out, x.stride(0), out.stride(0), n, BLOCK=triton.next_power_of_2(width))
+    return out
+'''
+
+
+@pytest.fixture(scope="module")
+def ranged_runs(tmp_path_factory) -> dict:
+    """The baseline and the skipper (tests/cheats/round12_skips_a_ranged_output.py: stale outputs in slots 6-11 of
+    every pass) at a secret whose full reveals show only slots 0-5, on the timed CPU stand-in: 12 window slots, the
+    range scalar's four values three slots each."""
+    from test_judge_attacks_round4 import _timed_judge
+    from test_judge_attacks_round7 import one_module_bundle
+    from test_judge_attacks_round10 import _seeds_showing_only
+
+    from runners.task import ArgSpec, Case
+
+    bundle = one_module_bundle(tmp_path_factory.mktemp("r12-head"), "ops/head_scale.py", _HEAD_SCALE,
+                               kernel="head_scale", entry="head_scale",
+                               args=[ArgSpec("x", shape=["T", "H"]), ArgSpec("n", range=[1, 256])],
+                               cases=[Case(symbols={"T": 4, "H": 256}, dtype="float32")])
+    seed = _seeds_showing_only(set(range(6)), want=1)[0]
+    numbers = {"max_slots": 12, "max_window_slots": 12, "reveal_slots": 2}
+    runs = _timed_judge(bundle, tmp_path_factory.mktemp("r12-timed"),
+                        [(_HEAD_SCALE, "verify", seed, numbers),
+                         ((CHEATS / "round12_skips_a_ranged_output.py").read_text(), "verify", seed, numbers)],
+                        {"T": 4, "H": 256})
+    return dict(zip(["baseline", "skipper"], runs))
+
+
+def test_a_skipper_of_calls_whose_output_follows_a_range_scalar_is_refused_by_the_openings(ranged_runs):
+    import json
+
+    assert ranged_runs["baseline"]["ok"], json.dumps(ranged_runs["baseline"])  # honest blocks open and agree
+    ev = ranged_runs["skipper"]
+    assert not ev["ok"] and ev["stage"] == "timing" and "opened chunk" in ev["error"], json.dumps(ev)

@@ -28,8 +28,13 @@ def committed(outs: list, key: int = KEY):
     them (position -> (level, nbytes, nodes)) and the digest over both."""
     plan = CommitPlan(outs)
     hashes = plan.hashes(key)
-    rows = {p: (j, n, nodes) for p, j, n, nodes in plan.rows}
-    return plan, hashes.tolist(), rows, digest(hashes, key, [rows[p][2] for p in sorted(rows)])
+    rows = held(plan)
+    return plan, hashes.tolist(), rows, digest(hashes, key, [rows[b][2] for b in sorted(rows)])
+
+
+def held(plan) -> dict:
+    """A plan's rows as the judge holds them: (position, first slot) -> (level, nbytes, nodes, members)."""
+    return {(p, m[0] if m else 0): (j, n, nodes, m) for p, j, n, nodes, m in plan.rows}
 
 
 def opened(outs: list, slots: list, per: int = 2, seed: int = SEED, plan=None):
@@ -37,8 +42,7 @@ def opened(outs: list, slots: list, per: int = 2, seed: int = SEED, plan=None):
     that committed (``plan``: another set of outputs committed to, as a worker that computed them later)."""
     plan_now, commits, rows, _ = committed(outs)
     plan = plan or plan_now
-    return open_slots(outs, plan, slots, seed, per), [int(h) for h in plan.hashes(KEY).tolist()], \
-        {p: (j, n, nodes) for p, j, n, nodes in plan.rows}
+    return open_slots(outs, plan, slots, seed, per), [int(h) for h in plan.hashes(KEY).tolist()], held(plan)
 
 
 def check(reply, commits, rows, slots, per: int = 2, seed: int = SEED) -> dict:
@@ -55,14 +59,14 @@ def test_an_honest_worker_opens_every_slot_and_each_chunk_is_the_outputs_own_byt
     slots = [0, 2, 5]
     reply, commits, rows = opened(outs, slots)
     found = check(reply, commits, rows, slots)
-    assert sorted(rows) == [0, 1] and sorted(found) == [(s, p) for s in slots for p in (0, 1, 2, OUTPUTS)]
+    assert sorted(rows) == [(0, 0), (1, 0)] and sorted(found) == [(s, p) for s in slots for p in (0, 1, 2, OUTPUTS)]
     assert all(found[(s, 2)] == {"value": 7} for s in slots)  # a number: what the wire carries, hashed to its word
     assert all(found[(s, OUTPUTS)] == {"count": 3} for s in slots)  # held to the baseline's count
     for (s, p), got in found.items():
         if p in (2, OUTPUTS):
             continue
         raw = outs[s][p].contiguous().view(-1).view(torch.uint8).numpy().tobytes()
-        level, nbytes, nodes = rows[p]
+        level, nbytes, nodes, _ = rows[(p, 0)]
         assert got["nbytes"] == len(raw) == nbytes and sorted(got["chunks"]) == chunk_indices(SEED, s, p,
                                                                                               nodes.shape[1], 2)
         size = 8 << level
@@ -78,7 +82,7 @@ def test_the_rows_level_keeps_a_window_within_its_budget():
     assert node_level(8192, 8192, 1) is None  # decode sizes' thousands of slots: the full reveals only
     outs = [(torch.randn(8192, generator=torch.Generator().manual_seed(k)),) for k in range(40)]
     plan, _, rows, _ = committed(outs)
-    assert rows[0][0] == 2 and rows[0][2].shape == (40, 4096 >> 2)  # 4096 words a row, 1024 nodes
+    assert rows[(0, 0)][0] == 2 and rows[(0, 0)][2].shape == (40, 4096 >> 2)  # 4096 words a row, 1024 nodes
 
 
 @pytest.mark.parametrize("make", [
@@ -98,7 +102,7 @@ def test_every_size_and_dtype_opens_and_verifies(make):
     found = check(reply, commits, rows, slots, per=3)
     for s in slots:
         raw = outs[s].contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
-        size = 8 << rows[0][0]
+        size = 8 << rows[(0, 0)][0]
         assert all(d == raw[i * size:(i + 1) * size] for i, d in found[(s, 0)]["chunks"].items())
 
 
@@ -119,10 +123,10 @@ def test_a_skipped_slot_can_show_neither_its_stale_outputs_nor_right_ones_comput
     # 3. it sends the rows of the right outputs instead: they do not hash to the digest sent when the pass ended
     _, hashes, rows_right, _ = committed(right)
     _, _, rows_stale, root = committed(stale)
-    assert digest(torch.tensor(hashes), KEY, [rows_right[p][2] for p in sorted(rows_right)]) != root
-    moved = rows_stale[0][2].clone()
+    assert digest(torch.tensor(hashes), KEY, [rows_right[b][2] for b in sorted(rows_right)]) != root
+    moved = rows_stale[(0, 0)][2].clone()
     moved[4, 0] += 1
-    assert digest(torch.tensor(committed(stale)[1]), KEY, [moved, rows_stale[1][2]]) != root
+    assert digest(torch.tensor(committed(stale)[1]), KEY, [moved, rows_stale[(1, 0)][2]]) != root
 
 
 def test_what_the_judge_did_not_ask_for_or_a_malformed_opening_is_refused():
@@ -178,10 +182,10 @@ def test_the_tree_kernel_gives_the_same_rows_and_hashes(monkeypatch):
     climb stopping at the rows' level: the same rows, hashes and openings as the torch tree."""
     outs = [(torch.randn(4100, generator=torch.Generator().manual_seed(k)),) for k in range(200)]  # 2112 words
     _, want_hashes, want_rows, want_root = committed(outs)
-    assert want_rows[0][0] == 3  # three levels in one launch, then the rest
+    assert want_rows[(0, 0)][0] == 3  # three levels in one launch, then the rest
     monkeypatch.setattr(hash_tree, "INTERPRETED", True)
     monkeypatch.setattr(hash_tree, "BROKEN", [])
     _, hashes, rows, root = committed(outs)
     assert not hash_tree.BROKEN and hashes == want_hashes and root == want_root
-    assert torch.equal(rows[0][2], want_rows[0][2])
+    assert torch.equal(rows[(0, 0)][2], want_rows[(0, 0)][2])
     check(*opened(outs, [0, 7, 19]), [0, 7, 19])
