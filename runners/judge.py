@@ -28,7 +28,7 @@ import torch
 
 from .compare import compare_outputs, flatten, output_scale, output_scales
 from .inputs import make_inputs
-from .layouts import masked_rows, row_padded
+from .layouts import layouts_to_try, masked_rows, row_padded
 from .judge_clock import MAX_PLAUSIBLE_SPEEDUP, Corroboration, TimingSteps, corroborate, implausible
 from .kernel_share import KernelShare, borrowed_name
 from .protocol import Protocol, Refusal, commitment_of, meta_nbytes, moved_bytes, nbytes_of, trial_seed
@@ -230,7 +230,9 @@ class Judge(TimingSteps, KernelShare):
         # on one kind is wrong on the other (tests/test_judge_attacks_round6.py)
         layouts = [row_padded(inputs, keep, gen=gen, spread=False), row_padded(inputs, keep, gen=gen, spread=True),
                    row_padded(inputs, keep, every_level=True, gen=gen, spread=bool(index % 2))]
-        if not any(changed for _, changed in layouts):
+        tried = layouts_to_try([bool(changed) for _, changed in layouts], self.p.layout_trials,
+                               trial_seed(secret, 70_000 + trial, index))
+        if not tried:
             return
         names = list(self.spec.written)
         _, ref, ref_written = self._oracle_call(self.exchange.write_inputs(inputs), f"c{index}t{trial}d", inputs)
@@ -240,9 +242,8 @@ class Judge(TimingSteps, KernelShare):
             return compare_outputs([out, [written.get(n) for n in names]], [ref, [ref_written.get(n) for n in names]],
                                    tol, self.first_scales.get(case.id)).ok
 
-        for k, (wide, changed) in enumerate(layouts):
-            if not changed:
-                continue
+        for k in tried:
+            wide, changed = layouts[k]
             shown = ", ".join(f"`{n}` {list(wide[n].shape)} with strides {list(wide[n].stride())}" for n in changed)
             self._variant_trial(wide, f"c{index}t{trial}w{k}", same_as_dense, tol, (
                 f"inputs that are slices of a wider buffer ({shown})", "The baseline gives the same answer on them "

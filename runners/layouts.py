@@ -191,3 +191,13 @@ def masked_rows(kwargs: dict, gen: torch.Generator, keep=()) -> tuple[dict, list
         out[name] = strided(rows.reshape(t.shape), list(t.stride()))
         changed.append(name)
     return out, changed
+
+
+def layouts_to_try(changed: list[bool], most: int, seed: int) -> list[int]:
+    """Which of the padded layouts a case tries: those that change an input, at most ``most`` of them drawn from
+    ``seed`` (the judge's secret: a candidate cannot tell which), in order."""
+    usable = [k for k, c in enumerate(changed) if c]
+    if len(usable) <= most:
+        return usable
+    g = torch.Generator().manual_seed(seed)
+    return sorted(usable[i] for i in torch.randperm(len(usable), generator=g)[:max(0, most)].tolist())

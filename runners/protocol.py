@@ -51,7 +51,11 @@ class Protocol:
     profile_every_case: bool = True  # the own-kernel share at every case (else only where a speedup is claimed)
     window_every_case: bool = True  # the judge's clock at every case (else only where a speedup is claimed: it
     # exists to corroborate a claim and to check the outputs of calls that claim to be faster)
-    layout_trial: bool = True  # one more trial per case on row-padded inputs, where the baseline takes them
+    layout_trial: bool = True  # more trials per case on row-padded inputs, where the baseline takes them
+    # of the three padded layouts (rows padded by one run, by spread runs, every level), how many a case tries; the
+    # search tries one, drawn from the secret (the layout trials were half the correctness phase of a screening on
+    # the H200, eleventh session), the verification all three
+    layout_trials: int = 3
     masked_trial: bool = True  # one more trial per case on -inf-masked rows, where the baseline's answer is finite
     name: str = "verify"
 
@@ -67,7 +71,7 @@ class Protocol:
         reported."""
         return cls(case_time_cap_s=0.4, min_rounds=6, target_spread=0.02, window_us=6000.0, max_window_slots=4096,
                    profile_every_case=False, window_every_case=False, decisive_margin=0.03,
-                   clock_above=1.02, open_slots=256, name="search")
+                   clock_above=1.02, open_slots=256, layout_trials=1, name="search")
 
 
 def trial_seed(secret: int, trial: int, case_index: int) -> int:
