@@ -31,8 +31,13 @@ class KernelShare:
         share_b = _share(reply_b["kernels"], None)
         result.own_kernel_share = share_c
         if share_c is not None and share_b is not None and share_c < self.p.min_own_share * share_b:
+            clash = collisions(result.launched, self._own(result.launched))
+            named = "; ".join(f"its kernel `{n}` shares its name with {', '.join(f'`{k}`' for k in ks)}"
+                              for n, ks in sorted(clash.items()))
             raise Refusal("kernel", f"{result.case}: only {share_c:.0%} of the candidate's device time is in its own "
-                                    f"Triton kernels (the baseline: {share_b:.0%}); the work is done elsewhere")
+                                    f"Triton kernels (the baseline: {share_b:.0%}); the work is done elsewhere" +
+                                    (f" ({named}, which the profile cannot tell apart: the name is not counted as "
+                                     f"its own; rename the kernel)" if clash else ""))
 
 
 def _share(kernels: list, names: set | None) -> float | None:
@@ -54,6 +59,18 @@ def own_names(launched: list[str], own: list[str]) -> set[str]:
     mine = {k.split(":")[-1] for k in own}
     # a name the profile would match to a foreign one either way (`norm` would claim `norm_2d`): not the candidate's
     return {n for n in mine if not any(_same_kernel(f, n) or _same_kernel(n, f) for f in foreign)}
+
+
+def collisions(launched: list[str], own: list[str]) -> dict[str, list[str]]:
+    """The candidate's kernel names that ``own_names`` leaves out, each with the foreign kernels (``module:name``)
+    that it would be confused with: what a refusal names, so that the search can rename them."""
+    foreign = [k for k in launched if k not in own]
+    out: dict[str, list[str]] = {}
+    for n in sorted({k.split(":")[-1] for k in own}):
+        hits = [f for f in foreign if _same_kernel(f.split(":")[-1], n) or _same_kernel(n, f.split(":")[-1])]
+        if hits:
+            out[n] = hits
+    return out
 
 
 def _same_kernel(profiled: str, launched: str) -> bool:

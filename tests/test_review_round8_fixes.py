@@ -222,12 +222,24 @@ def test_a_foreign_kernel_with_a_suffix_over_an_own_name_is_not_credited():
     "package bears the same (generic) name, e.g. `_fwd_kernel`: its share becomes 0 and own_kernel_share refuses "
     "it with 'the work is done elsewhere'. Fix: keep colliding names out of the credited set but credit that "
     "name's profiled time in proportion to the candidate's own launches of it (launch counts per module:name from "
-    "the worker's hook), or at least refuse with a message naming the collision (rename the kernel)"))
+    "the worker's hook; they are the candidate's own report, so bound them by the oracle's launches of that name). "
+    "The refusal now names the collision (rename the kernel), which an LLM search can act on"))
 def test_an_own_kernel_sharing_a_generic_name_with_a_library_kernel_is_still_credited():
     launched = ["cand.attn:_fwd_kernel", "fla.ops.utils:_fwd_kernel"]
     own = own_names(launched, ["cand.attn:_fwd_kernel"])
     profile = [("_fwd_kernel", 90.0), ("_fwd_kernel", 10.0)]  # the candidate's launch, then the library's
     assert (_share(profile, own) or 0.0) > 0.5
+
+
+def test_a_refusal_for_a_name_shared_with_a_library_kernel_names_both():
+    """Until the collision is credited (the strict xfail above), the refusal says which of the candidate's names the
+    profile could not count and whose kernel bears it, so that the search renames it."""
+    from runners.kernel_share import collisions
+
+    launched = ["cand.attn:_fwd_kernel", "fla.ops.utils:_fwd_kernel", "cand.attn:rms_fwd"]
+    assert collisions(launched, ["cand.attn:_fwd_kernel", "cand.attn:rms_fwd"]) == {
+        "_fwd_kernel": ["fla.ops.utils:_fwd_kernel"]}
+    assert collisions(["cand.ops:rms_fwd", "otherlib:matmul_kernel"], ["cand.ops:rms_fwd"]) == {}
 
 
 def test_own_names_keeps_distinct_names_and_drops_a_copied_foreign_one():
