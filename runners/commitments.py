@@ -249,10 +249,12 @@ class CommitPlan:
                 groups.append((None if whole else tuple(members), block, nbytes, dsts, srcs,
                                None if whole else torch.tensor(members, dtype=torch.int64, device=self.device)))
             self.columns.append(("tensors", position, groups))
-        blocks = sum(len(c[2]) for c in self.columns if c[0] == "tensors")
+        columns = sum(1 for c in self.columns if c[0] == "tensors")
         # per block (position, its first slot), the level whose nodes the digest covers (runners/openings.py opens
-        # chunks there); a block of a few slots has as many nodes a row as one of every slot, within the budget
-        self.levels = {(c[1], g[0][0] if g[0] else 0): node_level(g[2], self.count, blocks)
+        # chunks there): the budget is shared by the tensor columns, and a column's blocks together hold one row a
+        # slot, so each block's rows take the nodes a row that a column of one shape would (round 13: divided by the
+        # blocks, a ranged output's blocks at mid sizes, and the outputs beside it, lost their rows)
+        self.levels = {(c[1], g[0][0] if g[0] else 0): node_level(g[2], self.count, columns)
                        for c in self.columns if c[0] == "tensors" for g in c[2]}
         self.levels = {b: j for b, j in self.levels.items() if j is not None}
         self.rows: list = []  # after ``hashes``: [(position, level, nbytes, nodes (slots, n) int64, members)], on the

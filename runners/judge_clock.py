@@ -170,7 +170,10 @@ class TimingSteps:
         try:
             hashes = decode_value(reply.get("commitments"), worker.outbox, 8 * count)
             budget = [8 * ROW_BUDGET_WORDS]
-            for row in reply.get("rows") or []:
+            listed = reply.get("rows") or []
+            if not isinstance(listed, list) or not all(isinstance(row, dict) for row in listed):
+                raise WireError("the rows of nodes are not a list of rows")
+            for row in listed:
                 p, level, nbytes, members = row.get("position"), row.get("level"), row.get("nbytes"), row.get("slots")
                 if members is not None and not (isinstance(members, list) and members and all(
                         type(m) is int and 0 <= m < count for m in members) and members == sorted(set(members))):

@@ -155,7 +155,7 @@ def _check_storage(meta: dict, shape: list[int], elem: int) -> tuple[int, list[i
 def _check_header(meta: dict, storage: bool = False) -> tuple[torch.dtype, list[int], int]:
     if not isinstance(meta, dict) or meta.get("kind") != "tensor":
         raise WireError("expected a tensor header")
-    dtype = DTYPES.get(meta.get("dtype"))
+    dtype = DTYPES.get(meta.get("dtype")) if isinstance(meta.get("dtype"), str) else None  # JSON: any value
     if dtype is None:
         raise WireError(f"unsupported dtype {meta.get('dtype')!r}")
     shape = meta.get("shape")
