@@ -103,6 +103,38 @@ def _whole_output(err: torch.Tensor, ref_abs: torch.Tensor, count: int, tol: Tol
                    f"absolute part ({tol.atol:g}) covers it")
 
 
+def first_bad_row(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance, atol_scale: float) -> int | None:
+    """``_whole_output`` on each row of two (rows, n) tensors already equal element by element within ``tol`` (the
+    same NaN and Inf places): the first row whose error is too large for its size at ``atol_scale``, else None. The
+    window's opened chunks (runners/openings.py ``compare_chunks``), where the window's outputs are smaller than at
+    the case's first trial (round 13: a linear op's output written as zeros passed every chunk under ``atol``)."""
+    finfo = torch.finfo(ref.dtype)
+    floor = 4.0 * float(finfo.smallest_normal) * float(finfo.eps)
+    o, r = out.detach().to(torch.float64), ref.detach().to(torch.float64)
+    finite = torch.isfinite(o) & torch.isfinite(r)
+    err = torch.where(finite, o - r, 0.0).abs()
+    size = torch.linalg.vector_norm(torch.where(finite, r, 0.0), dim=1)
+    count = finite.sum(1).to(torch.float64)
+    allowed = 2.0 * max(tol.rtol, float(finfo.eps)) * size + (tol.atol * atol_scale + floor) * count.sqrt()
+    bad = (torch.linalg.vector_norm(err, dim=1) > allowed).nonzero().flatten()
+    return int(bad[0]) if bad.numel() else None
+
+
+def scale_ratios(shown_refs: list, first_scales: list | None) -> dict[int, float]:
+    """Per output position, how much smaller the window's outputs are than at the case's first trial (at most 1):
+    the median over the slots shown in full (the oracle's whole outputs; one input scale a window pass) of each
+    output's median magnitude, against ``first_scales``."""
+    if not first_scales or not shown_refs:
+        return {}
+    per = [output_scales(r) for r in shown_refs]
+    ratios = {}
+    for p, first in enumerate(first_scales):
+        now = [s[p] for s in per if p < len(s) and s[p] is not None]
+        if first and now:
+            ratios[p] = min(1.0, float(torch.tensor(now).median()) / first)
+    return ratios
+
+
 def compare_outputs(out, ref, tol: Tolerance | Callable[[torch.dtype], Tolerance],
                     first_scales: list | None = None) -> Comparison:
     """Every output against the oracle's; ``tol`` one tolerance, or the tolerance of an output's dtype (a float32

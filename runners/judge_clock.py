@@ -14,7 +14,7 @@ import time
 
 import torch
 
-from .compare import compare_outputs
+from .compare import compare_outputs, scale_ratios
 from .inputs import case_shapes
 from .protocol import Refusal, commitment_of, meta_nbytes, trial_seed
 from .results import CaseResult
@@ -302,7 +302,8 @@ class TimingSteps:
                                         f"{mine}) are not the baseline's (outputs {its}): outputs of another size "
                                         f"or shape, or kept from the openings")
             wrong = compare_chunks(self._opened(self.candidate, got_outs, opening, count, root, (commits, rows)),
-                                   ref_chunks, tol)
+                                   ref_chunks, tol, scale_ratios([refs[k] for k in shown],
+                                                                 self.first_scales.get(case.id)))
             if wrong:
                 raise Refusal("timing", f"{case.id}: outputs of the timed calls are wrong ({wrong}; an opened chunk of "
                                         f"the judge's window, fresh values)")

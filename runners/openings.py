@@ -27,7 +27,7 @@ import torch
 
 from . import hash_tree
 from .commitments import _bits, _compress, _Keyed, _leaf_word, _padded_words
-from .compare import _narrowest_holding, _same_number, compare_tensor, flatten
+from .compare import _narrowest_holding, _same_number, compare_tensor, first_bad_row, flatten
 from .wire import WireError, decode_value, leaf_meta
 
 MAX_OUTPUTS = 4096  # outputs of one slot the judge hashes (its work is bounded by what it asked for)
@@ -229,11 +229,13 @@ def _is_int64(t, shape: tuple) -> bool:
         and tuple(t.shape) == tuple(shape)
 
 
-def compare_chunks(got: dict, ref: dict, tolerance_of) -> str:
+def compare_chunks(got: dict, ref: dict, tolerance_of, ratios: dict | None = None) -> str:
     """The candidate's opened chunks against the oracle's at the same places, element by element with the output's
     tolerance (``tolerance_of(dtype)``, the judge's table), read as the oracle's dtype: all chunks of one output
-    position and length in one comparison; numbers as the judge compares them. '' if all agree, else why (the first
-    slot that disagrees)."""
+    position and length in one comparison; numbers as the judge compares them. ``ratios``: per output position, how
+    much smaller the window's outputs are than at the case's first trial (runners/compare.py ``scale_ratios``);
+    below 1, each chunk's whole error is also held to its size (``first_bad_row``), as a slot shown in full is.
+    '' if all agree, else why (the first slot that disagrees)."""
     batches: dict[tuple, list] = {}
     extra = sorted(set(got) - set(ref))
     if extra:  # a word the judge would fold without comparing anything (round 11's review)
@@ -270,6 +272,11 @@ def compare_chunks(got: dict, ref: dict, tolerance_of) -> str:
         b = torch.frombuffer(bytearray(b"".join(d for _, _, _, d in items)), dtype=dtype).reshape(len(items), -1)
         tol = tolerance_of(dtype)
         if compare_tensor(a, b, tol, "").ok:
+            ratio = (ratios or {}).get(p, 1.0)
+            row = first_bad_row(a, b, tol, ratio) if ratio < 1.0 and dtype.is_floating_point else None
+            if row is not None:
+                s, index = items[row][:2]
+                return f"slot {s}: {compare_tensor(a[row], b[row], tol, f'output {p}, chunk {index}', ratio).message}"
             continue
         for row, (s, index, _, _) in enumerate(items):
             cmp = compare_tensor(a[row], b[row], tol, f"output {p}, chunk {index}")
