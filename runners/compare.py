@@ -91,10 +91,8 @@ def _whole_output(err: torch.Tensor, ref_abs: torch.Tensor, count: int, tol: Tol
     about zero included (at the first trial's scale the bound is implied by the elementwise one); the smallest
     steps (a float16 subnormal is 6e-8) keep outputs at the dtype's own resolution from being held to more. ``count``:
     the finite elements (the others are zero in ``err`` and ``ref_abs``)."""
-    finfo = torch.finfo(dtype)
-    floor = 4.0 * float(finfo.smallest_normal) * float(finfo.eps)  # the subnormal spacing (bf16, fp16, fp32 alike)
     size = float(torch.linalg.vector_norm(ref_abs, dtype=torch.float64))
-    allowed = 2.0 * max(tol.rtol, float(finfo.eps)) * size + (tol.atol * atol_scale + floor) * count ** 0.5
+    allowed = _whole_bound(size, count ** 0.5, tol, dtype, atol_scale)
     got = float(torch.linalg.vector_norm(err, dtype=torch.float64))
     if got <= allowed:
         return True, ""
@@ -103,19 +101,25 @@ def _whole_output(err: torch.Tensor, ref_abs: torch.Tensor, count: int, tol: Tol
                    f"absolute part ({tol.atol:g}) covers it")
 
 
+def _whole_bound(size, root_count, tol: Tolerance, dtype: torch.dtype, atol_scale: float):
+    """The L2 error allowed to an output of L2 ``size`` and ``root_count`` = sqrt(finite elements) (floats or
+    tensors of them): twice the relative tolerance (at least the dtype's eps) of its size, plus per element ``atol``
+    scaled with the output and the dtype's subnormal spacing (bf16, fp16, fp32 alike), in quadrature."""
+    finfo = torch.finfo(dtype)
+    floor = 4.0 * float(finfo.smallest_normal) * float(finfo.eps)
+    return 2.0 * max(tol.rtol, float(finfo.eps)) * size + (tol.atol * atol_scale + floor) * root_count
+
+
 def first_bad_row(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance, atol_scale: float) -> int | None:
     """``_whole_output`` on each row of two (rows, n) tensors already equal element by element within ``tol`` (the
     same NaN and Inf places): the first row whose error is too large for its size at ``atol_scale``, else None. The
     window's opened chunks (runners/openings.py ``compare_chunks``), where the window's outputs are smaller than at
     the case's first trial (round 13: a linear op's output written as zeros passed every chunk under ``atol``)."""
-    finfo = torch.finfo(ref.dtype)
-    floor = 4.0 * float(finfo.smallest_normal) * float(finfo.eps)
     o, r = out.detach().to(torch.float64), ref.detach().to(torch.float64)
     finite = torch.isfinite(o) & torch.isfinite(r)
     err = torch.where(finite, o - r, 0.0).abs()
     size = torch.linalg.vector_norm(torch.where(finite, r, 0.0), dim=1)
-    count = finite.sum(1).to(torch.float64)
-    allowed = 2.0 * max(tol.rtol, float(finfo.eps)) * size + (tol.atol * atol_scale + floor) * count.sqrt()
+    allowed = _whole_bound(size, finite.sum(1).to(torch.float64).sqrt(), tol, ref.dtype, atol_scale)
     bad = (torch.linalg.vector_norm(err, dim=1) > allowed).nonzero().flatten()
     return int(bad[0]) if bad.numel() else None
 

@@ -55,10 +55,8 @@ def own_names(launched: list[str], own: list[str]) -> set[str]:
     """The names the profile may count as the candidate's: its own kernels' (``module:name``), less any name that a
     kernel from outside its package also bears (the profile tells kernels apart by name only, so a token kernel of
     its own named like another package's kernel doing the work would claim that work: round 8's review)."""
-    foreign = {k.split(":")[-1] for k in launched if k not in own}
-    mine = {k.split(":")[-1] for k in own}
     # a name the profile would match to a foreign one either way (`norm` would claim `norm_2d`): not the candidate's
-    return {n for n in mine if not any(_same_kernel(f, n) or _same_kernel(n, f) for f in foreign)}
+    return {k.split(":")[-1] for k in own} - set(collisions(launched, own))
 
 
 def collisions(launched: list[str], own: list[str]) -> dict[str, list[str]]:
