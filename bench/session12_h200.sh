@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The next session's H200 calls (one GPU, nvidia-h200; carry [".whl"]): OUT=$OUT STEP=first|d|a bash bench/session12_h200.sh
+#   first: what the eleventh session changed without a GPU: the ranged plan's blocks of rows captured on CUDA
+#          (bench/commit_check_gpu.py), tests/test_gpu.py whole (the sample lead, the chunks' whole-error check on
+#          honest kernels, the one-layout screening);
+#   d:     (d) on RMSNorm with the correctness phase's parts (the layout trials were 3.8 s of 7.4 s before screening
+#          tried one layout a case);
+#   a:     (a) with the sample lead on every example kernel (RUNS, default 3; the eleventh session measured RMSNorm).
+source "$(dirname "$0")/device_setup.sh"
+case "${STEP:-first}" in
+  first)
+    timeout 60 python3 bench/commit_check_gpu.py > "$OUT/commit-check.json" 2>&1; echo "commit check rc=$?"
+    python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print({k: v for k, v in d.items() if k != 'checks'}, \
+all(d['checks'].values()))" "$OUT/commit-check.json"
+    timeout 420 $PYTEST -s tests/test_gpu.py > "$OUT/gpu-tests.txt" 2>&1
+    echo "gpu tests rc=$?"; grep -E "^(FAILED|ERROR)|AssertionError|passed|failed" "$OUT/gpu-tests.txt" | cut -c1-400 | tail -12
+    ;;
+  d)
+    timeout 200 python3 bench/evaluator.py --out "$OUT/d-pipeline" --parts d --candidates 8 > "$OUT/d-pipeline.txt" 2>&1
+    echo "pipeline rc=$?"; tail -2 "$OUT/d-pipeline.txt" | cut -c1-700
+    python3 -c "import json,sys; rows=json.load(open(sys.argv[1]))['d']['rows']
+for r in rows: print({k: round(v, 2) for k, v in r['phases'].items() if k.startswith(('correctness', 'timing'))})" \
+      "$OUT/d-pipeline/evaluator.json"
+    ;;
+  a)
+    timeout 560 python3 bench/evaluator.py --out "$OUT/a-all" --parts a --runs "${RUNS:-3}" > "$OUT/a-all.txt" 2>&1
+    echo "(a) rc=$?"; tail -30 "$OUT/a-all.txt" | cut -c1-300
+    ;;
+esac
