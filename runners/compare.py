@@ -33,7 +33,7 @@ def flatten(out) -> list:
 
 
 def compare_tensor(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance, what: str,
-                   atol_scale: float = 1.0) -> Comparison:
+                   atol_scale: float = 1.0, first_scale: float = 0.0) -> Comparison:
     if not isinstance(out, torch.Tensor):
         return Comparison(False, message=f"{what}: expected a tensor, got {type(out).__name__}")
     if out.shape != ref.shape:
@@ -76,12 +76,12 @@ def compare_tensor(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance, what: s
     msg = "" if ok else (f"{what}: {int((ratio > 1).sum())} of {count} elements out of tolerance, "
                          f"max abs err {float(err.max()):.3g} (atol {tol.atol:g}, rtol {tol.rtol:g})")
     if ok and atol_scale < 1.0:
-        ok, msg = _whole_output(err, ref_abs, count, tol, ref.dtype, what, atol_scale)
+        ok, msg = _whole_output(err, ref_abs, count, tol, ref.dtype, what, atol_scale, first_scale)
     return Comparison(ok, float(err.max()), worst, msg)
 
 
 def _whole_output(err: torch.Tensor, ref_abs: torch.Tensor, count: int, tol: Tolerance, dtype: torch.dtype,
-                  what: str, atol_scale: float) -> tuple[bool, str]:
+                  what: str, atol_scale: float, first_scale: float = 0.0) -> tuple[bool, str]:
     """The error of the whole output against its size, where the output is ``atol_scale`` times smaller than at the
     case's first trial: ``||out - ref|| <= 2 max(rtol, eps) ||ref||`` plus, per element (in quadrature), ``atol``
     scaled down with the output and four of the dtype's smallest steps. ``atol`` is absolute: where the judge's
@@ -92,7 +92,7 @@ def _whole_output(err: torch.Tensor, ref_abs: torch.Tensor, count: int, tol: Tol
     steps (a float16 subnormal is 6e-8) keep outputs at the dtype's own resolution from being held to more. ``count``:
     the finite elements (the others are zero in ``err`` and ``ref_abs``)."""
     size = float(torch.linalg.vector_norm(ref_abs, dtype=torch.float64))
-    allowed = _whole_bound(size, count ** 0.5, tol, dtype, atol_scale)
+    allowed = _whole_bound(size, count ** 0.5, tol, dtype, atol_scale, first_scale)
     got = float(torch.linalg.vector_norm(err, dtype=torch.float64))
     if got <= allowed:
         return True, ""
@@ -101,16 +101,24 @@ def _whole_output(err: torch.Tensor, ref_abs: torch.Tensor, count: int, tol: Tol
                    f"absolute part ({tol.atol:g}) covers it")
 
 
-def _whole_bound(size, root_count, tol: Tolerance, dtype: torch.dtype, atol_scale: float):
+# float32 steps of the output's size at the case's first trial that an honest kernel's error may keep whatever the
+# inputs' scale: an absolute error of the compute precision, as tanh written 2 sigmoid(2x) - 1 has about one step
+# of 1 at any x (round 14); far below a wrong output's error (round 13's zeros: the output's own size)
+FIRST_SCALE_STEPS = 8 * 2.0 ** -23
+
+
+def _whole_bound(size, root_count, tol: Tolerance, dtype: torch.dtype, atol_scale: float, first_scale: float = 0.0):
     """The L2 error allowed to an output of L2 ``size`` and ``root_count`` = sqrt(finite elements) (floats or
     tensors of them): twice the relative tolerance (at least the dtype's eps) of its size, plus per element ``atol``
-    scaled with the output and the dtype's subnormal spacing (bf16, fp16, fp32 alike), in quadrature."""
+    scaled with the output, a few float32 steps of its size at the first trial (``FIRST_SCALE_STEPS``) and the
+    dtype's subnormal spacing (bf16, fp16, fp32 alike), in quadrature."""
     finfo = torch.finfo(dtype)
-    floor = 4.0 * float(finfo.smallest_normal) * float(finfo.eps)
+    floor = 4.0 * float(finfo.smallest_normal) * float(finfo.eps) + FIRST_SCALE_STEPS * (first_scale or 0.0)
     return 2.0 * max(tol.rtol, float(finfo.eps)) * size + (tol.atol * atol_scale + floor) * root_count
 
 
-def first_bad_row(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance, atol_scale: float) -> int | None:
+def first_bad_row(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance, atol_scale: float,
+                  first_scale: float = 0.0) -> int | None:
     """``_whole_output`` on each row of two (rows, n) tensors already equal element by element within ``tol`` (the
     same NaN and Inf places): the first row whose error is too large for its size at ``atol_scale``, else None. The
     window's opened chunks (runners/openings.py ``compare_chunks``), where the window's outputs are smaller than at
@@ -119,15 +127,15 @@ def first_bad_row(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance, atol_sca
     finite = torch.isfinite(o) & torch.isfinite(r)
     err = torch.where(finite, o - r, 0.0).abs()
     size = torch.linalg.vector_norm(torch.where(finite, r, 0.0), dim=1)
-    allowed = _whole_bound(size, finite.sum(1).to(torch.float64).sqrt(), tol, ref.dtype, atol_scale)
+    allowed = _whole_bound(size, finite.sum(1).to(torch.float64).sqrt(), tol, ref.dtype, atol_scale, first_scale)
     bad = (torch.linalg.vector_norm(err, dim=1) > allowed).nonzero().flatten()
     return int(bad[0]) if bad.numel() else None
 
 
-def scale_ratios(shown_refs: list, first_scales: list | None) -> dict[int, float]:
-    """Per output position, how much smaller the window's outputs are than at the case's first trial (at most 1):
-    the median over the slots shown in full (the oracle's whole outputs; one input scale a window pass) of each
-    output's median magnitude, against ``first_scales``."""
+def scale_ratios(shown_refs: list, first_scales: list | None) -> dict[int, tuple[float, float]]:
+    """Per output position, how much smaller the window's outputs are than at the case's first trial (at most 1),
+    with that first scale: the median over the slots shown in full (the oracle's whole outputs; one input scale a
+    window pass) of each output's scale (``output_scales``), against ``first_scales``."""
     if not first_scales or not shown_refs:
         return {}
     per = [output_scales(r) for r in shown_refs]
@@ -135,7 +143,7 @@ def scale_ratios(shown_refs: list, first_scales: list | None) -> dict[int, float
     for p, first in enumerate(first_scales):
         now = [s[p] for s in per if p < len(s) and s[p] is not None]
         if first and now:
-            ratios[p] = min(1.0, float(torch.tensor(now).median()) / first)
+            ratios[p] = (min(1.0, float(torch.tensor(now).median()) / first), first)
     return ratios
 
 
@@ -154,7 +162,7 @@ def compare_outputs(out, ref, tol: Tolerance | Callable[[torch.dtype], Tolerance
         if isinstance(r, torch.Tensor):
             first = first_scales[i] if first_scales and i < len(first_scales) else None
             ratio = min(1.0, now[i] / first) if first and now[i] is not None else 1.0
-            c = compare_tensor(o, r, tol(r.dtype) if callable(tol) else tol, f"output {i}", ratio)
+            c = compare_tensor(o, r, tol(r.dtype) if callable(tol) else tol, f"output {i}", ratio, first or 0.0)
         elif not _same_number(o, r, tol(_narrowest_holding(r)) if callable(tol) else tol):
             c = Comparison(False, message=f"output {i}: {o!r} != expected {r!r}")
         else:
@@ -210,8 +218,11 @@ def _finite_magnitudes(t) -> torch.Tensor | None:
 
 
 def output_scales(out) -> list:
-    """Each output's median magnitude over its finite values (floating tensors; None for the others)."""
+    """Each output's median magnitude over its finite nonzero values (floating tensors; None for the others and for
+    one that is all zeros): an output mostly zeros (a ReLU after a negative bias, a masked output) has the size of
+    what it holds, not 0, which made no ratio and so no whole-output check (round 14)."""
     parts = [_finite_magnitudes(t) for t in flatten(out)]
+    parts = [p[p > 0] if p is not None else None for p in parts]
     return [float(p.median()) if p is not None and p.numel() else None for p in parts]
 
 

@@ -231,7 +231,7 @@ class Judge(TimingSteps, KernelShare):
         layouts = [row_padded(inputs, keep, gen=gen, spread=False), row_padded(inputs, keep, gen=gen, spread=True),
                    row_padded(inputs, keep, every_level=True, gen=gen, spread=bool(index % 2))]
         tried = layouts_to_try([bool(changed) for _, changed in layouts], self.p.layout_trials,
-                               trial_seed(secret, 70_000 + trial, index))
+                               trial_seed(secret, 75_000 + trial, index))
         if not tried:
             return
         names = list(self.spec.written)

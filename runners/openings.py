@@ -233,8 +233,9 @@ def compare_chunks(got: dict, ref: dict, tolerance_of, ratios: dict | None = Non
     """The candidate's opened chunks against the oracle's at the same places, element by element with the output's
     tolerance (``tolerance_of(dtype)``, the judge's table), read as the oracle's dtype: all chunks of one output
     position and length in one comparison; numbers as the judge compares them. ``ratios``: per output position, how
-    much smaller the window's outputs are than at the case's first trial (runners/compare.py ``scale_ratios``);
-    below 1, each chunk's whole error is also held to its size (``first_bad_row``), as a slot shown in full is.
+    much smaller the window's outputs are than at the case's first trial, and that first scale (runners/compare.py
+    ``scale_ratios``); below 1, each chunk's whole error is also held to its size (``first_bad_row``), as a slot
+    shown in full is.
     '' if all agree, else why (the first slot that disagrees)."""
     batches: dict[tuple, list] = {}
     extra = sorted(set(got) - set(ref))
@@ -272,11 +273,12 @@ def compare_chunks(got: dict, ref: dict, tolerance_of, ratios: dict | None = Non
         b = torch.frombuffer(bytearray(b"".join(d for _, _, _, d in items)), dtype=dtype).reshape(len(items), -1)
         tol = tolerance_of(dtype)
         if compare_tensor(a, b, tol, "").ok:
-            ratio = (ratios or {}).get(p, 1.0)
-            row = first_bad_row(a, b, tol, ratio) if ratio < 1.0 and dtype.is_floating_point else None
+            ratio, first = (ratios or {}).get(p, (1.0, 0.0))
+            row = first_bad_row(a, b, tol, ratio, first) if ratio < 1.0 and dtype.is_floating_point else None
             if row is not None:
                 s, index = items[row][:2]
-                return f"slot {s}: {compare_tensor(a[row], b[row], tol, f'output {p}, chunk {index}', ratio).message}"
+                cmp = compare_tensor(a[row], b[row], tol, f"output {p}, chunk {index}", ratio, first)
+                return f"slot {s}: {cmp.message}"
             continue
         for row, (s, index, _, _) in enumerate(items):
             cmp = compare_tensor(a[row], b[row], tol, f"output {p}, chunk {index}")
