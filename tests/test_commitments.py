@@ -151,9 +151,10 @@ def test_an_honest_worker_passes_the_judges_window(rms_bundle, tmp_path):
     (its digest, its per-slot commitments and their hashes of the shown outputs all agree)."""
     # More sample rounds and three window rounds (the first a warm-up) than the attacks' stand-in: on two busy
     # cores one stalled round of four moved the baseline's claim against itself to 1.57x once in CI, and a single
-    # window round is the host clock's noise; what is checked here is the commitments, on every round shown
+    # window round is the host clock's noise; what is checked here is the commitments, on every round shown, so the
+    # clock's verdict is left out (it read a 1.59x claim against itself once more in a CI simulation, eleventh session)
     [ev] = _own_judge(rms_bundle, tmp_path, ["BASELINE"], timed=True,
-                      numbers={"min_rounds": 8, "max_rounds": 8, "window_rounds": 3})
+                      numbers={"min_rounds": 8, "max_rounds": 8, "window_rounds": 3, "corroboration_tolerance": 10.0})
     assert ev["ok"] and ev["timed"], ev
 
 
