@@ -180,7 +180,7 @@ def commitments(outputs: list, key: int = 0) -> list[int]:
     return [int(x) for x in CommitPlan(outputs).hashes(key).tolist()]
 
 
-def digest(hashes: torch.Tensor, key: int, rows: list | tuple = ()) -> int:
+def digest(hashes: torch.Tensor, key: int, rows: list | tuple = (), traces: list | tuple = ()) -> int:
     """The one commitment to a whole window: a keyed BLAKE2b of its slots' hashes (an int64 tensor, one per slot),
     as the worker sends it inside the judge's clock; the per-slot hashes travel later and must hash to it.
 
@@ -188,7 +188,8 @@ def digest(hashes: torch.Tensor, key: int, rows: list | tuple = ()) -> int:
     it could be sent first and a list that hashes to it solved for afterwards, knowing which slots the judge shows
     (tests/test_judge_attacks_round6.py). ``rows``: int64 tensors hashed after the slots' hashes, each with its
     length: the chunk-level nodes of the outputs (``CommitPlan.rows``), so that no node of the tree above a chunk
-    is the worker's to choose after the clock (round 11 solved the tree's node for one of its words). Computed on the
+    is the worker's to choose after the clock (round 11 solved the tree's node for one of its words). ``traces``: the
+    checkpoints' values (runners/checkpoints.py), each tensor's bytes with its dtype and length. Computed on the
     host (64 KB read back at 8192 slots, up to 512 KB of rows besides), which also makes the worker wait for its pass
     before it can answer."""
     flat = hashes.detach().reshape(-1).to(torch.int64).cpu().contiguous()
@@ -196,6 +197,9 @@ def digest(hashes: torch.Tensor, key: int, rows: list | tuple = ()) -> int:
     for nodes in rows:  # each output's chunk-level nodes (``CommitPlan.rows``): what binds the openings
         part = nodes.detach().reshape(-1).to(torch.int64).cpu().contiguous().numpy().tobytes()
         raw += len(part).to_bytes(8, "little") + part
+    for t in traces:
+        part = _bits(t.detach().contiguous()).cpu().contiguous().numpy().tobytes()
+        raw += str(t.dtype).encode() + len(part).to_bytes(8, "little") + part
     mac = hashlib.blake2b(raw + len(raw).to_bytes(8, "little"), digest_size=8,
                           key=(int(key) % 2**128).to_bytes(16, "little")).digest()
     return int.from_bytes(mac, "little") % 2**63

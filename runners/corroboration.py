@@ -35,7 +35,7 @@ class Corroboration:
 def corroborate(walls_b: list[float], passes_b: list[float], walls_c: list[float], baseline_us: float,
                 candidate_us: float, tolerance: float, jitter_us: float,
                 shaveable_b: list[float] | None = None, slots: int = 0,
-                leads_b: list[float] | None = None) -> Corroboration:
+                leads_b: list[float] | None = None, checks_b: list[float] | None = None) -> Corroboration:
     """Hold the candidate's claimed speedup against the judge's clock.
 
     ``walls_*`` are the judge's wall times of each side's window requests (microseconds), ``passes_b`` the
@@ -50,16 +50,22 @@ def corroborate(walls_b: list[float], passes_b: list[float], walls_c: list[float
     commitments; the whole extra when not given), relative to the oracle's pass. When the extra moves by half a
     pass or more, or the candidate's pass comes out at less than a tenth of the oracle's, the clock has not
     resolved this size (``resolved`` False): the judge then credits no speedup at all (runners/judge_clock.py).
+
+    ``checks_b``: the device time of the judge's checkpoints in a pass (runners/checkpoints.py), measured alone on
+    the oracle; both sides' passes carry the same checkpoints, and it is taken off both, so that they do not draw
+    the clock's speedup towards 1 (at most half the oracle's pass).
     """
     if len(walls_b) >= 3:
         walls_b, passes_b, walls_c = walls_b[1:], passes_b[1:], walls_c[1:]
         shaveable_b = shaveable_b[1:] if shaveable_b else shaveable_b
         leads_b = leads_b[1:] if leads_b else leads_b
+        checks_b = checks_b[1:] if checks_b else checks_b
     extras = [w - q for w, q in zip(walls_b, passes_b)]
     extra = statistics.median(extras)
-    pass_b = max(min(passes_b), 1e-3)
+    checks = min(max(statistics.median(checks_b), 0.0), 0.5 * min(passes_b)) if checks_b else 0.0
+    pass_b = max(min(passes_b) - checks, 1e-3)
     floor = pass_b / MAX_PLAUSIBLE_SPEEDUP
-    pass_c = min(walls_c) - extra
+    pass_c = min(walls_c) - extra - checks
     # how much the extra moves; from one round it cannot be told, and the extra itself stands in for it; and how
     # far the candidate's process may differ from the oracle's in its host work per slot (CROSS_PROCESS_US_PER_SLOT)
     noise = (max(extras) - min(extras) if len(extras) >= 2 else extra) + jitter_us + CROSS_PROCESS_US_PER_SLOT * slots

@@ -153,6 +153,7 @@ class SlotBank:
         # a scale per slot (the samples), or one per fill (the judge's window: no scaling pass to fold)
         self.per_slot_scales = per_slot_scales
         self.blocks: dict[str, torch.Tensor] = {}
+        self.numels: dict[str, int] = {}  # each tensor argument's size (its values are block[k, :numel])
         self.slots: list[dict] = [{} for _ in range(count)]
         self.copies: list[tuple[torch.Tensor, torch.Tensor]] = []  # (slot tensor, its values in the block)
         # argument -> the recorded calls' values, one row per call (runners/recorded.py value_sets): slot k holds
@@ -174,6 +175,7 @@ class SlotBank:
             row = -(-max(numel, 1) * elem // self.ALIGN) * self.ALIGN // elem
             block = torch.empty((count, row), dtype=dtype, device=device)
             self.blocks[spec.name] = block
+            self.numels[spec.name] = numel
             values = [recorded_values(spec, case, dtype, shape, device, k) for k in range(self.sets)]
             if values[0] is not None:
                 self.recorded[spec.name] = torch.stack([v.reshape(-1) for v in values])

@@ -15,6 +15,7 @@ import time
 import torch
 
 from .compare import compare_outputs, scale_ratios
+from . import checkpoints
 from .inputs import case_shapes
 from .protocol import Refusal, commitment_of, meta_nbytes, trial_seed
 from .results import CaseResult
@@ -164,7 +165,8 @@ class TimingSteps:
     def _window_hashes(self, worker, reply: dict, count: int, key: int, root) -> tuple[list[int], dict]:
         """A worker's per-slot commitments of a window (an int64 file of ``count`` values, shown after the clock) and
         its outputs' chunk-level nodes (runners/openings.py), checked against the digest it sent when its pass
-        ended. Returns the commitments and the rows ((position, first slot) -> (level, nbytes, nodes, members))."""
+        ended. Returns the commitments, the rows ((position, first slot) -> (level, nbytes, nodes, members)) and the
+        checkpoints' traces with their layout (runners/checkpoints.py), which the digest covers too."""
         stage = "timing" if worker is self.candidate else "baseline"
         rows: dict = {}
         try:
@@ -188,18 +190,19 @@ class TimingSteps:
                         and nodes.shape[1] == _padded_words(nbytes) >> level):
                     raise WireError(f"the row of nodes of output {p} has the wrong form")
                 rows[block] = (level, nbytes, nodes, tuple(members) if members else None)
+            traces = checkpoints.read_traces(reply, lambda meta, most: decode_value(meta, worker.outbox, most))
         except WireError as exc:
             raise Refusal(stage, f"the per-slot commitments of the judge's window could not be read: {exc}") from exc
         if not (type(hashes) is torch.Tensor and hashes.dtype == torch.int64 and tuple(hashes.shape) == (count,)
-                and type(root) is int and digest(hashes, key, [rows[b][2] for b in sorted(rows)]) == root):
+                and type(root) is int and digest(hashes, key, [rows[b][2] for b in sorted(rows)], traces[0]) == root):
             raise Refusal(stage, "the per-slot commitments shown are not the ones committed to when the judge's "
                                  "window ended (work done after the clock stopped)")
-        return [int(h) for h in hashes.tolist()], rows
+        return [int(h) for h in hashes.tolist()], rows, traces
 
     def _opened(self, worker, reply: dict, opening: dict, count: int, root, hashes=None) -> dict:
         """A worker's opened chunks, each checked up to the nodes it committed to (on the CPU)."""
         stage = "timing" if worker is self.candidate else "baseline"
-        commits, rows = hashes or self._window_hashes(worker, reply, count, opening["key"], root)
+        commits, rows = (hashes or self._window_hashes(worker, reply, count, opening["key"], root))[:2]
         try:
             return check_openings(reply.get("open"), lambda meta, most: decode_value(meta, worker.outbox, most),
                                   commits, rows, opening["slots"], opening["seed"], opening["per"], opening["key"])
@@ -222,6 +225,7 @@ class TimingSteps:
         # An entry that works in place (returns None, writes `x` and `residual`) has its written inputs committed
         # to, shown and compared with what it returns: otherwise nothing it computes in the window is checked
         bank["written"] = list(self.spec.written)
+        bank["checkpoints"] = checkpoints.draw(self.spec, case, count, p, trial_seed(secret, 45_000, index))
         for worker in (self.oracle, self.candidate):
             with self._spent("timing.window_prepare"):
                 reply = worker.request("prepare_timing", which="window", **bank)
@@ -232,7 +236,7 @@ class TimingSteps:
         per_slot = self._per_call_bytes(case)
         # at least two slots a round (a few hundred MB each at prefill sizes), within the fetch budget otherwise
         reveal = min(count, max(2, p.max_fetch_bytes // per_slot), p.reveal_slots)
-        walls_b, walls_c, passes_b, shaveable_b, leads_b, parts_b = [], [], [], [], [], []
+        walls_b, walls_c, passes_b, shaveable_b, leads_b, parts_b, checks_b = [], [], [], [], [], [], []
         for round_ in range(p.window_rounds):
             seed = trial_seed(secret, 50_000 + round_, index)
             key = trial_seed(secret, 65_000 + round_, index)  # the commitments' key, sent with the timed request
@@ -272,6 +276,8 @@ class TimingSteps:
                 raise Refusal("baseline", "the oracle's outputs of the judge's window could not be read back")
             ref_hashes = self._window_hashes(self.oracle, ref_outs, count, key, replies["oracle"].get("commitment"))
             ref_chunks = self._opened(self.oracle, ref_outs, opening, count, None, ref_hashes)
+            checks_b.append(float(ref_outs.get("checks_us", 0.0)))
+            parts_b[-1]["checks"] = round(checks_b[-1] / 1000, 4)
             refs = {}
             for k in shown:
                 refs[k] = self._decode(self.oracle, ref_outs["outs"][str(k)], 1 << 40)
@@ -282,7 +288,7 @@ class TimingSteps:
                 got_outs = self.candidate.request("reveal", slots=shown, tag=f"w{index}r{round_}", open=opening)
             if not got_outs.get("ok"):
                 raise Refusal("timing", "the outputs of the judge's window could not be read back")
-            commits, rows = self._window_hashes(self.candidate, got_outs, count, key, root)
+            commits, rows, traces = self._window_hashes(self.candidate, got_outs, count, key, root)
             for k in shown:
                 ref_meta = ref_outs["outs"][str(k)]
                 ref = refs[k]
@@ -307,6 +313,10 @@ class TimingSteps:
             if wrong:
                 raise Refusal("timing", f"{case.id}: outputs of the timed calls are wrong ({wrong}; an opened chunk of "
                                         f"the judge's window, fresh values)")
+            # right when the pass ended (above), and right when each call returned (the checkpoints)
+            wrong = checkpoints.traces_wrong(bank["checkpoints"], traces, ref_hashes[2], tol)
+            if wrong:
+                raise Refusal("timing", f"{case.id}: {wrong}")
             self._clear_outbox(self.oracle)
             self._clear_outbox(self.candidate)
         for worker in (self.oracle, self.candidate):
@@ -314,7 +324,7 @@ class TimingSteps:
         result.window_ms = [round(w / 1000, 4) for w in walls_b + walls_c]
         result.window_parts = parts_b
         verdict = corroborate(walls_b, passes_b, walls_c, result.baseline_us, result.candidate_us,
-                              p.corroboration_tolerance, p.clock_jitter_us, shaveable_b, count, leads_b)
+                              p.corroboration_tolerance, p.clock_jitter_us, shaveable_b, count, leads_b, checks_b)
         if verdict.resolved:
             result.judge_us = result.baseline_us / verdict.judge_speedup
             result.judge_ratio = result.judge_us / result.candidate_us if result.candidate_us else None

@@ -46,6 +46,12 @@ class Protocol:
     # request is queued before the device starts on it; never credited to the candidate, who may skip it
     # (runners/corroboration.py corroborate)
     window_lead_cycles: int = 250_000
+    # checkpoints between the calls of the window's pass (runners/checkpoints.py): after this share of the calls (at
+    # least ``checkpoint_least``), drawn in secret, a trace of the call's outputs and a link into the next call's input,
+    # ``checkpoint_elements`` values each: work left for a later call or done ahead of its call is wrong there (round 4)
+    checkpoint_share: float = 0.125
+    checkpoint_least: int = 4
+    checkpoint_elements: int = 8
     max_fetch_bytes: int = 256 << 20
     min_own_share: float = 0.5  # the candidate's own kernels' share of its device time, relative to the baseline's
     profile_every_case: bool = True  # the own-kernel share at every case (else only where a speedup is claimed)

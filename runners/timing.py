@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 import torch
 
+from .checkpoints import Checkpoints
 from .commitments import CommitPlan, digest
 
 
@@ -34,9 +35,10 @@ def _warm_up_slots(slots: list[dict]) -> list[int]:
 class SlotTimer:
     """Times ``fn`` over ``slots`` (keyword-argument dicts already on the device)."""
 
-    def __init__(self, fn: Callable, slots: list[dict]):
+    def __init__(self, fn: Callable, slots: list[dict], checks: Checkpoints | None = None):
         self.fn = fn
         self.slots = slots
+        self.checks = checks  # the judge's window: checkpoints between calls (runners/checkpoints.py)
         self.outputs: list = [None] * len(slots)
         self.graph: torch.cuda.CUDAGraph | None = None
         self.method = "cuda-graph"
@@ -60,22 +62,32 @@ class SlotTimer:
         graph = torch.cuda.CUDAGraph()
         try:
             with torch.cuda.graph(graph):
-                outs = [self.fn(**kwargs) for kwargs in self.slots]
+                outs = self._pass()
             self.outputs = outs
             self.graph = graph
+            if self.checks is not None:
+                self.checks.capture_alone(outs)
         except Exception:  # noqa: BLE001 - any capture failure means: time direct calls with events
             torch.cuda.synchronize()
             self.graph, self.method = None, "cuda-events"
         torch.cuda.synchronize()
         return self.method
 
+    def _pass(self) -> list:
+        """One call per slot, in slot order, with the judge's checkpoints after the calls it drew."""
+        outs = []
+        for k, kwargs in enumerate(self.slots):
+            outs.append(self.fn(**kwargs))
+            if self.checks is not None:
+                self.checks.after(k, outs[k])
+        return outs
+
     def run(self, replays: int = 1) -> None:
         for _ in range(replays):
             if self.graph is not None:
                 self.graph.replay()
             else:
-                for k, kwargs in enumerate(self.slots):
-                    self.outputs[k] = self.fn(**kwargs)
+                self.outputs = self._pass()
 
     def sample_us(self, replays: int, lead_cycles: int = 0) -> float:
         """Device microseconds per call over ``replays`` replays of every slot. ``lead_cycles`` of device sleep go
@@ -103,7 +115,8 @@ class SlotTimer:
             plan = CommitPlan(self.outputs)
         self.committed = plan.hashes(key)
         self.commit_plan = plan  # its chunk-level nodes and each output's hash, for the openings (``reveal``)
-        return digest(self.committed, key, [row[3] for row in plan.rows])
+        traces = self.checks.traces() if self.checks is not None else []
+        return digest(self.committed, key, [row[3] for row in plan.rows], traces)
 
     def window(self, lead_cycles: int = 0, fill: Callable[[], None] | None = None,
                key: int = 0) -> tuple[float, int, dict]:

@@ -28,6 +28,7 @@ from .compare import flatten
 from .inputs import SlotBank, config_scalar
 from .openings import open_slots
 from .task import ArgSpec, Case
+from .checkpoints import Checkpoints
 from .commitments import commitments
 from .timing import SlotTimer, copy_bandwidth_gbs, device_kernels, host_overhead_us
 from .wire import Channel, decode_value, encode_value, read_tensor
@@ -176,7 +177,12 @@ class Server:
         written = [str(n) for n in req.get("written") or []]
         if written and req.get("which") == "window":
             fn = _with_written(fn, written)
-        timer = SlotTimer(fn, bank.slots)
+        checks = None
+        if req.get("which") == "window" and req.get("checkpoints"):  # the judge's, between the calls of its pass
+            c = req["checkpoints"]
+            checks = Checkpoints(bank.slots, [int(k) for k in c.get("at", [])], int(c.get("elements", 8)),
+                                 c.get("link"))
+        timer = SlotTimer(fn, bank.slots, checks)
         timer.bank = bank
         method = timer.prepare()
         self.timers[key] = timer
@@ -191,9 +197,15 @@ class Server:
     def sample(self, req: dict) -> dict:
         return {"ok": True, "us": self._timer(req).sample_us(int(req["replays"]), int(req.get("lead_cycles", 0)))}
 
+    @staticmethod
+    def _fill(timer: SlotTimer, seed: int) -> None:
+        timer.bank.fill(seed)
+        if timer.checks is not None:  # the checkpoints' positions, from the same seed
+            timer.checks.fill(seed, timer.bank.blocks, timer.bank.numels)
+
     def refill(self, req: dict) -> dict:
         timer = self._timer(req)
-        timer.bank.fill(int(req["seed"]))
+        self._fill(timer, int(req["seed"]))
         if self.device == "cuda":
             torch.cuda.synchronize()
         return {"ok": True}
@@ -203,7 +215,7 @@ class Server:
         seed = int(req["seed"])  # the values are only known now, inside the judge's clock
         # one digest of every slot's outputs, keyed by the request: the per-slot hashes stay on the device until
         # `reveal` (no host work per slot inside the judge's clock)
-        pass_us, root, parts = timer.window(int(req.get("lead_cycles", 0)), fill=lambda: timer.bank.fill(seed),
+        pass_us, root, parts = timer.window(int(req.get("lead_cycles", 0)), fill=lambda: self._fill(timer, seed),
                                             key=int(req.get("key", 0)))
         return {"ok": True, "pass_us": pass_us, "commitment": root, **parts}
 
@@ -224,6 +236,10 @@ class Server:
                 for i, g in enumerate(opened["groups"]):
                     g["words"] = encode_value(self.outbox, f"{req['tag']}-open{i}", g["words"])
                 reply["open"] = opened
+        if timer.checks is not None:  # the checkpoints' traces (bound by the digest), and their time alone
+            reply["checkpoints"] = encode_value(self.outbox, f"{req['tag']}-checkpoints", timer.checks.traces())
+            reply["checkpoint_layout"] = timer.checks.layout()
+            reply["checks_us"] = timer.checks.time_alone(timer.outputs)
         return reply
 
     def host_overhead(self, req: dict) -> dict:

@@ -84,7 +84,7 @@ def test_an_honest_ranged_window_reads_back_block_by_block(tmp_path):
     steps, worker = _judge(tmp_path)
     outs = _ranged()
     reply, root = _revealed(outs, tmp_path)
-    commits, rows = steps._window_hashes(worker, reply, len(outs), KEY, root)
+    commits, rows, _ = steps._window_hashes(worker, reply, len(outs), KEY, root)
     assert sorted(rows) == [(0, 0), (0, 1), (0, 2), (0, 3)]
     assert [rows[(0, f)][3] for f in range(4)] == [(0, 4, 8), (1, 5, 9), (2, 6, 10), (3, 7, 11)]
 
@@ -136,7 +136,7 @@ def test_a_stale_slot_taken_out_of_its_block_after_the_clock_is_still_refused(tm
     nodes = decode_value(block["nodes"], tmp_path, 1 << 20)
     assert block["slots"] == [1, 5, 9] and tuple(nodes.shape) == (3, 256)
     block.update(slots=[1, 9], nbytes=8 * 384, nodes=encode_value(tmp_path, "recut", nodes.reshape(2, 384)))
-    commits, rows = steps._window_hashes(worker, reply, 12, KEY, root)  # the same digest: accepted here
+    commits, rows, _ = steps._window_hashes(worker, reply, 12, KEY, root)  # the same digest: accepted here
     assert rows[(0, 1)][3] == (1, 9)
     answer = opened(stale, slots)[0]  # the re-cut block's chunks: level 0, the nodes themselves, as the seed draws
     recut = nodes.reshape(2, 384)

@@ -443,12 +443,15 @@ def timed_runs(rms_bundle, tmp_path_factory) -> dict:
     # a prefill-like window: 12 slots, 2 shown a round (the fetch budget's floor); the cheat skips slot 11
     prefill = {"max_slots": 12, "max_window_slots": 12, "reveal_slots": 2}
     missed = _seeds_whose_reveals_miss(11, 12, 2, 2)
+    ahead = _source("round4_computes_ahead_of_its_calls.py", GROUP=str(GROUP))
     runs = _timed_judge(rms_bundle, tmp_path_factory.mktemp("timed4"),
                         [(batched, "verify", 5, twelve), (batched, "search", 6, twelve),
-                         (skipper, "verify", missed[0], prefill), (skipper, "search", missed[1], prefill)],
+                         (skipper, "verify", missed[0], prefill), (skipper, "search", missed[1], prefill),
+                         (ahead, "verify", 7, twelve), (ahead, "search", 8, twelve)],
                         {"T": 1, "H": 64}, {"eps": 1e-6})  # eps fixed: drawn per slot, it catches the batcher's one
     # eps a group, which a kernel without a range scalar does not have
-    return {"batched": dict(zip(["verify", "search"], runs[:2])), "skipped": dict(zip(["verify", "search"], runs[2:]))}
+    return {"batched": dict(zip(["verify", "search"], runs[:2])), "skipped": dict(zip(["verify", "search"], runs[2:4])),
+            "ahead": dict(zip(["verify", "search"], runs[4:]))}
 
 
 def _clock_saw_no_speedup(ev: dict, bound: float = 1.3) -> bool:
@@ -471,28 +474,35 @@ def test_a_kernel_that_batches_across_slots_is_honest_outside_them(rms_evaluator
     assert ev.ok, ev.error
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "runners/inputs.py SlotBank lays every argument's slots out as rows of one padded block (block[k, :numel]), "
-    "and runners/timing.py SlotTimer calls the entry once per slot in slot order, in the samples' graph and in "
-    "the judge's window alike; runners/judge_clock.py _corroborate checks only the state when the pass has ended "
-    "(commitments after it, shown slots after that). A call reads its slot index and the slot count from its "
-    "tensor's storage size and offset, returns a view into an output block of its own, and launches nothing; the "
-    "last call of each group of 6 launches one kernel over the whole group's rows (each slot's weight included). "
-    "Every output is right when the pass ends, so the judge's clock corroborates and credits about 3-8x on this "
-    "stand-in (the honest copy of the baseline it runs outside the slots: about 1x), under both protocols; on a "
-    "GPU at decode sizes (one row a call, launch-bound) the same. No caller gets it: a real call's output is "
-    "used before the next call, and here it is not even written, in stream order, when the call returns. Fix: "
-    "make the window's calls depend on each other through their data, so that call k+1 cannot start before call "
-    "k has finished: between calls both workers run the same judge-defined cheap step that mixes a few elements "
-    "of call k's output into call k+1's input (e.g. x[k+1][0, :8] += out[k][0, :8] * 2**-20, captured in the "
-    "same graph), the oracle's outputs are computed the same way, and a deferred call makes every later input, "
-    "hence every shown output, wrong; and allocate the slots apart, in a shuffled address order, so that a call "
-    "cannot read its index or the count from its tensor"))
 @pytest.mark.parametrize("protocol", ["verify", "search"])
 def test_work_deferred_to_a_later_slot_earns_no_credit(timed_runs, protocol):
+    """(Was a hole, credited 3-8x on this stand-in under both protocols: every output was right when the pass ended,
+    which was all the judge checked.) A call reads its slot index and the slot count from its tensor's storage,
+    returns a view into an output block of its own and launches nothing; the last call of each group of 6 launches
+    one kernel over the group. The judge's checkpoints (runners/checkpoints.py) read a few values of a call's outputs
+    right after the call, at calls drawn in secret: here they are the previous pass's."""
     ev = timed_runs["batched"][protocol]
     assert ev["protocol"] == protocol, ev
-    assert _clock_saw_no_speedup(ev), json.dumps(ev)
+    assert not ev["ok"] and ev["stage"] == "timing", json.dumps(ev)
+    assert "read right after that call" in ev["error"] and "checkpoints" in ev["error"], ev["error"]
+
+
+def test_a_kernel_that_computes_ahead_is_honest_outside_the_slots(rms_evaluator):
+    """Control: outside the rotating slots the cheat that works ahead is the baseline's kernel."""
+    ev = rms_evaluator.evaluate(_source("round4_computes_ahead_of_its_calls.py", GROUP=str(GROUP)), seed=14,
+                                time_it=False, trials=1, static_policy=False)
+    assert ev.ok, ev.error
+
+
+@pytest.mark.parametrize("protocol", ["verify", "search"])
+def test_work_done_ahead_of_its_calls_is_refused(timed_runs, protocol):
+    """The batcher turned around: the first call of each group of 6 computes the whole group from the inputs that
+    already lie in the later slots, and the later calls launch nothing. Each output is written before its call
+    returns, so the traces alone would hold; the checkpoints' links rewrite a few values of the next call's input
+    right after a call (runners/checkpoints.py), and the outputs computed ahead from the old values are wrong."""
+    ev = timed_runs["ahead"][protocol]
+    assert ev["protocol"] == protocol, ev
+    assert not ev["ok"] and ev["stage"] == "timing" and "wrong" in ev["error"], json.dumps(ev)
 
 
 # ---- 4. the GPU forms (run on the H200: `python -m pytest -m gpu tests/test_judge_attacks_round4.py`) -----------
@@ -529,17 +539,25 @@ def _credited_nothing(ev, bound: float = 1.10) -> bool:
 @pytest.mark.gpu
 @_needs_gpu
 @pytest.mark.parametrize("protocol", ["verify", "search"])
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "prediction (H200): as on the stand-in (section 3). At T=1 (the two decode cases, one row a call) the "
-    "samples' graph and the judge's window run one launch of 4 rows per 4 calls instead of 4 launches: about "
-    "3-4x claimed and corroborated by the judge's clock (both see the same batched pass), under the 10x bound, "
-    "and the own-kernel share is taken on a one-slot bank, where the cheat is the baseline's kernel; at T=512 "
-    "and T=4096 about 1.0x. Expected: ok, fitness about 1.7-2x. Fix: as in section 3"))
 def test_gpu_work_deferred_to_a_later_slot_earns_no_credit(gpu_rms_evaluator, protocol):
+    """As on the stand-in (section 3), the checkpoints refuse it (prediction, made without a GPU; before them the
+    prediction was about 3-4x claimed and corroborated at the decode cases)."""
     ev = gpu_rms_evaluator.evaluate(_source("round4_batches_across_slots.py", GROUP="4"), seed=21, time_it=True,
                                     trials=2, static_policy=False, protocol=protocol)
     assert ev.stage not in ("compile", "crashed", "baseline", "correctness", "kernel"), _gpu_summary(ev)
     assert _credited_nothing(ev), _gpu_summary(ev)
+    assert not ev.ok and "checkpoints" in ev.error, _gpu_summary(ev)
+
+
+@pytest.mark.gpu
+@_needs_gpu
+@pytest.mark.parametrize("protocol", ["verify", "search"])
+def test_gpu_work_done_ahead_of_its_calls_earns_no_credit(gpu_rms_evaluator, protocol):
+    """As on the stand-in (section 3): the checkpoints' links make the outputs computed ahead wrong (prediction)."""
+    ev = gpu_rms_evaluator.evaluate(_source("round4_computes_ahead_of_its_calls.py", GROUP="4"), seed=23,
+                                    time_it=True, trials=2, static_policy=False, protocol=protocol)
+    assert ev.stage not in ("compile", "crashed", "baseline", "correctness", "kernel"), _gpu_summary(ev)
+    assert not ev.ok and ev.stage == "timing" and "wrong" in ev.error, _gpu_summary(ev)
 
 
 @pytest.fixture(scope="module")
