@@ -8,46 +8,102 @@ their slots (work done ahead). At a few boundaries of the pass, drawn by the jud
 call k), the worker's pass does two things of the judge's, in stream order with the calls (captured in the same
 graph):
 
-- a **trace**: ``elements`` values of each tensor output of call k (up to ``MAX_LEAVES``) at positions drawn from
-  the window's seed, copied out (``torch.take``). The traces are bound by the window's digest
-  (runners/commitments.py ``digest``), shown after the clock and compared with the oracle's: an output not written
-  when its call returned shows there as the values it held before.
-- a **link**: ``elements`` values of one input of call k+1 (``link``: a floating-point argument the entry does not
-  write, chosen by the judge) overwritten with values of that input at other positions, both drawn from the seed.
-  Call k+1's inputs are final only once call k has returned; outputs computed ahead from them are wrong there.
+- a **trace**: ``elements`` values of each tensor output of call k (the first ``MAX_LEAVES`` places of its flattened
+  result) at positions drawn from the window's seed, copied out (``torch.take``). The traces are bound by the
+  window's digest (runners/commitments.py ``digest``), shown after the clock and compared with the oracle's: an
+  output not written when its call returned shows there as the values it held before.
+- a **link**: ``elements`` values of each linked input of call k+1 (``link``: every floating-point argument the entry
+  does not write, chosen by the judge) overwritten with values of that input at other positions, both drawn from
+  the seed. Call k+1's inputs are final only once call k has returned; outputs computed ahead from them are wrong
+  there. (Round 16: with one input linked, the first, a one-element ``alpha`` took every link as a no-op, and work
+  computed ahead of its calls was credited 3.7x on the stand-in.)
+
+Nothing of the candidate's runs inside a checkpoint unless it patched the judge's or torch's own functions: its
+result is walked through the base types' own slots (a tuple or list subclass's ``__iter__``, a ``__class__``
+property, are never called), a ``torch.Tensor`` subclass is not read but marked (``FOREIGN``: refused where the
+baseline's output there is a plain tensor), and ``__torch_function__`` and Python dispatch modes are off (round 16:
+an output whose ``__torch_function__`` launched the calls left pending, batched between checkpoints, was credited
+1.4x on the stand-in; a mode entered at import does the same for plain tensors).
 
 Positions are drawn at every fill, on the host, from the seed that comes with the timed request; the traces' and
 the links' positions and the links' values reach the device in one copy and one gather each (no Python per slot
 in the judge's clock). Their device time, measured alone on the oracle (``time_alone``), is taken off both sides'
 passes by the judge (runners/corroboration.py).
 
-What it does not close: a worker that finds the positions in its own process (they are on its device before the
-pass) can compute those elements first, or apply the links itself ahead of time; and an entry whose only inputs
-are integer or written in place gets traces but no link.
+What it does not close: the checkpoints run in the candidate's process. A worker that overrides torch's kernels
+there (``torch.library``: ``aten::take.out``) or patches the judge's objects sees which calls are checkpointed and
+can launch its deferred work right before each (tests/test_judge_attacks_round16.py), and one that finds the
+positions (they are on its device before the pass) can compute those elements first, or apply the links itself
+ahead of time; an entry whose only inputs are integer or written in place gets traces but no link.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable
 
 import torch
 
-from .compare import compare_outputs, flatten
+from .compare import compare_outputs
 from .inputs import active_args
 
-MAX_LEAVES = 4  # tensor outputs traced per checkpoint (the first ones)
+MAX_LEAVES = 16  # places of a call's flattened result traced per checkpoint (the first ones; round 16 deferred a 5th
+# output's work past the 4 traced before)
+FOREIGN = -1  # a layout's size for an output that is a torch.Tensor subclass: not read (its code would run), refused
+# where the baseline's is a plain tensor
 _SALT = 0x43484B50  # the positions' generator: the window's seed and this
+# bound when the worker imports this module, before any candidate code: a later ``torch.take = ...`` is not seen here
+_take, _put = torch.take, torch.Tensor.put_
+try:
+    from torch.utils._python_dispatch import _disable_current_modes
+except ImportError:  # pragma: no cover - an older torch: no Python dispatch modes to turn off
+    _disable_current_modes = contextlib.nullcontext
+
+
+@contextlib.contextmanager
+def _judges_own():
+    """No ``__torch_function__`` (a subclass's or a mode's) and no Python dispatch mode of the candidate's process runs
+    in here: the checkpoint's reads and writes go straight to torch's kernels."""
+    with torch._C.DisableTorchFunction(), _disable_current_modes():
+        yield
+
+
+def _leaves(out, into: list) -> list:
+    """``compare.flatten``'s places of a result (tuples, lists, a dict's values in the order of its keys), without
+    running any code of the candidate's: containers and their subclasses (a namedtuple) are read through the base
+    type's own slots, never through an ``__iter__`` or ``__getitem__`` of theirs, and nothing is asked its
+    ``__class__``. Each place: a plain tensor, ``FOREIGN`` for a tensor subclass (or a dict keyed by other than plain
+    strings), or None for anything else (numbers: computed on the host when the call returned, not traced)."""
+    kind = type(out)
+    if kind is torch.Tensor:
+        into.append(out)
+    elif issubclass(kind, torch.Tensor):
+        into.append(FOREIGN)
+    elif issubclass(kind, (tuple, list)):
+        base = tuple if issubclass(kind, tuple) else list
+        for i in range(base.__len__(out)):
+            _leaves(base.__getitem__(out, i), into)
+    elif issubclass(kind, dict):
+        keys = list(dict.keys(out))
+        if not all(type(k) is str for k in keys):
+            into.append(FOREIGN)
+        else:
+            for key in sorted(keys):
+                _leaves(dict.__getitem__(out, key), into)
+    else:
+        into.append(None)
+    return into
 
 
 class Checkpoints:
     """Checkpoints after the calls ``at`` of a pass over ``slots`` (the bank's keyword dicts, in call order)."""
 
-    def __init__(self, slots: list[dict], at: list[int], elements: int, link: str | None = None):
+    def __init__(self, slots: list[dict], at: list[int], elements: int, link: str | list[str] | None = None):
         self.slots, self.count = slots, len(slots)
         self.at = sorted({int(k) for k in at if 0 <= int(k) < len(slots)})
         self.where = {k: i for i, k in enumerate(self.at)}
         self.m = max(1, int(elements))
-        self.link = link if link and self._linkable(link) else None
+        names = [link] if isinstance(link, str) else [str(x) for x in link or []]
         self.device = next((t.device for s in slots for t in s.values() if isinstance(t, torch.Tensor)),
                            torch.device("cpu"))
         n = len(self.at)
@@ -57,11 +113,26 @@ class Checkpoints:
         # first trace (inside a capture: in the graph's pool), so that a pass allocates nothing and the digest reads
         # back a few tensors whatever the number of checkpoints
         self.buffers: dict[int, torch.Tensor] = {}
-        if self.link:
-            dtype = slots[0][self.link].dtype
-            self.link_at = torch.zeros((n, self.m), dtype=torch.int64, device=self.device)
-            self.link_values = torch.zeros((n, self.m), dtype=dtype, device=self.device)
+        self.seen: set[int] = set()  # places of the result that held a tensor at some checkpoint (the layout's)
+        # per linked input (each floating-point input the entry does not write): its name, the places written in the
+        # next call's input and the values written there, per checkpoint
+        self.links = [(name, torch.zeros((n, self.m), dtype=torch.int64, device=self.device),
+                       torch.zeros((n, self.m), dtype=slots[0][name].dtype, device=self.device))
+                      for name in dict.fromkeys(names) if self._linkable(name)]
         self.alone: torch.cuda.CUDAGraph | None = None
+
+    @property
+    def link(self) -> str | None:
+        """The first linked input's name (None: no link)."""
+        return self.links[0][0] if self.links else None
+
+    @property
+    def link_at(self) -> torch.Tensor:
+        return self.links[0][1]
+
+    @property
+    def link_values(self) -> torch.Tensor:
+        return self.links[0][2]
 
     def _linkable(self, name: str) -> bool:
         return all(isinstance(s.get(name), torch.Tensor) and s[name].is_floating_point() and s[name].numel() > 0
@@ -73,31 +144,51 @@ class Checkpoints:
         i = self.where.get(k)
         if i is None:
             return
-        leaves = [t.detach() for t in flatten(out) if isinstance(t, torch.Tensor)][:MAX_LEAVES]
-        for j, t in enumerate(leaves):
-            self.numels[i, j] = t.numel()
-            if j not in self.buffers:
-                self.buffers[j] = torch.zeros((len(self.at), self.m), dtype=t.dtype, device=t.device)
-            if t.numel():
-                into = self.buffers[j][i] if keep else torch.empty_like(self.buffers[j][i])
-                torch.take(t, self.positions[i, j], out=into)
-        if self.link and k + 1 < self.count:
-            self.slots[k + 1][self.link].put_(self.link_at[i], self.link_values[i])
+        with _judges_own():
+            for j, t in enumerate(_leaves(out, [])[:MAX_LEAVES]):
+                if t is None:
+                    self.numels[i, j] = 0
+                    continue
+                self.seen.add(j)
+                if t is FOREIGN:
+                    self.numels[i, j] = FOREIGN
+                    continue
+                t = t.detach()
+                self.numels[i, j] = t.numel()
+                if j not in self.buffers:
+                    self.buffers[j] = torch.zeros((len(self.at), self.m), dtype=t.dtype, device=t.device)
+                buffer = self.buffers[j]
+                if buffer.dtype != t.dtype or buffer.device != t.device:
+                    # another kind of output at this place than at its first checkpoint (an entry may return one
+                    # where a range scalar differs): not traced here, and the baseline's not either
+                    self.numels[i, j] = 0
+                    continue
+                if t.numel():
+                    into = buffer[i] if keep else torch.empty_like(buffer[i])
+                    _take(t, self.positions[i, j], out=into)
+            if k + 1 < self.count:
+                for name, at, values in self.links:
+                    _put(self.slots[k + 1][name], at[i], values[i])
 
     def fill(self, seed: int, blocks: dict[str, torch.Tensor], numel: dict[str, int]) -> None:
         """New positions from the window's seed, after the bank's fill (``blocks``: its padded blocks, slot k's
-        values in row k; ``numel``: each argument's size). One copy of the positions, and for a link one gather of
-        its values from the fresh inputs."""
+        values in row k; ``numel``: each argument's size). One copy of the positions and the links' places, and for
+        each linked input one gather of its values from the fresh inputs."""
         n = len(self.at)
         if not n:
             return
         host = torch.Generator().manual_seed((int(seed) ^ _SALT) & ((1 << 63) - 1))
-        draw = torch.rand((n, MAX_LEAVES, self.m), generator=host, dtype=torch.float64)
-        sizes = self.numels.unsqueeze(-1)
-        positions = torch.minimum((draw * sizes).long(), (sizes - 1).clamp(min=0))
-        if self.link and self.link in blocks:
-            block, size = blocks[self.link], numel[self.link]
-            nxt = torch.tensor([min(k + 1, self.count - 1) for k in self.at], dtype=torch.int64)
+        places = max(self.seen) + 1 if self.seen else 0  # draws for the places that held a tensor only
+        sizes = self.numels[:, :places].clamp(min=0).unsqueeze(-1)
+        draw = torch.rand((n, places, self.m), generator=host, dtype=torch.float64)
+        positions = torch.zeros((n, MAX_LEAVES, self.m), dtype=torch.int64)
+        positions[:, :places] = torch.minimum((draw * sizes).long(), (sizes - 1).clamp(min=0))
+        parts, links = [positions.reshape(n, -1)], []
+        nxt = torch.tensor([min(k + 1, self.count - 1) for k in self.at], dtype=torch.int64)
+        for name, at_, values in self.links:
+            if name not in blocks:
+                continue
+            block, size = blocks[name], numel[name]
             # distinct places (one in each m-th of the input), so that no two values race for one place on a device
             # where the order of a scatter's writes is not fixed; below m places, each written the same value twice
             width = min(self.m, size)
@@ -106,12 +197,14 @@ class Checkpoints:
             at = torch.minimum(at, torch.tensor(size - 1))
             take = torch.randint(size, (n, self.m), generator=host)
             at, take = at[:, :width][:, lanes], take[:, :width][:, lanes] + nxt.unsqueeze(1) * block.shape[1]
-            staged = self._to_device(torch.cat([positions.reshape(n, -1), at, take], dim=1))
-            self.positions.copy_(staged[:, :MAX_LEAVES * self.m].view_as(self.positions))
-            self.link_at.copy_(staged[:, MAX_LEAVES * self.m:MAX_LEAVES * self.m + self.m])
-            self.link_values.copy_(torch.take(block, staged[:, MAX_LEAVES * self.m + self.m:]))
-        else:
-            self.positions.copy_(self._to_device(positions))
+            parts += [at, take]
+            links.append((block, at_, values))
+        staged = self._to_device(torch.cat(parts, dim=1))
+        self.positions.copy_(staged[:, :MAX_LEAVES * self.m].view_as(self.positions))
+        for i, (block, at_, values) in enumerate(links):
+            start = (MAX_LEAVES + 2 * i) * self.m
+            at_.copy_(staged[:, start:start + self.m])
+            values.copy_(torch.take(block, staged[:, start + self.m:start + 2 * self.m]))
 
     def _to_device(self, host: torch.Tensor) -> torch.Tensor:
         """One copy to the device that does not wait for it: from pageable memory torch synchronises the host with
@@ -155,22 +248,26 @@ class Checkpoints:
         return [self.buffers[j] for j in sorted(self.buffers)]
 
     def layout(self) -> list[list[int]]:
-        """[call, output, size] of every output traced."""
-        return [[k, j, int(self.numels[i, j])] for i, k in enumerate(self.at) for j in sorted(self.buffers)]
+        """[call, place, size] of every place of the result that held a tensor at some checkpoint (size 0 where it
+        held none at this one, ``FOREIGN`` where it held a tensor subclass)."""
+        return [[k, j, int(self.numels[i, j])] for i, k in enumerate(self.at) for j in sorted(self.seen)]
 
 
 # ---- the judge's side: where the checkpoints go, and what it makes of the traces ------------------------------------
 
 def draw(spec, case, count: int, protocol, seed: int) -> dict:
     """The window's checkpoints for the workers' ``prepare_timing``: after which calls (``protocol.checkpoint_share``
-    of them, at least ``checkpoint_least``, from ``seed``: the judge's secret), how many values, and the input
-    linked into the next call (the first floating-point tensor argument the entry does not write, if any)."""
-    n = min(count, max(protocol.checkpoint_least, math.ceil(count * protocol.checkpoint_share)))
+    of them, at least ``checkpoint_least``, at most ``checkpoint_most``, from ``seed``: the judge's secret), how many
+    values, and the input
+    linked into the next call (a list: every floating-point tensor argument the entry does not write; None if none:
+    round 16 found a first one of a single element, which every link left as it was)."""
+    n = min(count, max(protocol.checkpoint_least, min(protocol.checkpoint_most,
+                                                      math.ceil(count * protocol.checkpoint_share))))
     g = torch.Generator().manual_seed(seed)
-    link = next((a.name for a in active_args(spec.args, case) if a.is_tensor and a.name not in spec.written
-                 and getattr(torch, a.dtype or case.dtype).is_floating_point), None)
+    links = [a.name for a in active_args(spec.args, case) if a.is_tensor and a.name not in spec.written
+             and getattr(torch, a.dtype or case.dtype).is_floating_point]
     return {"at": sorted(torch.randperm(count, generator=g)[:n].tolist()),
-            "elements": protocol.checkpoint_elements, "link": link}
+            "elements": protocol.checkpoint_elements, "link": links or None}
 
 
 def read_traces(reply: dict, decode: Callable) -> tuple[list, list]:
@@ -194,6 +291,11 @@ def traces_wrong(checks: dict, got: tuple, ref: tuple, tol) -> str:
     call, as it stood right after the call, within the tolerance (the oracle's, call for call, on the same values
     and links)."""
     (mine, layout), (its, its_layout) = got, ref
+    odd = next((row for row in layout if len(row) == 3 and row[2] == FOREIGN and row not in its_layout), None)
+    if odd is not None:
+        return (f"output {odd[1]} of call {odd[0]} of the judge's window is a torch.Tensor subclass where the "
+                f"baseline's is a plain tensor: its own code would run when the judge's checkpoints read it (the "
+                f"judge's checkpoints)")
     if layout != its_layout or len(mine) != len(its):
         return ("the judge's checkpoints: the outputs traced after its calls are not the baseline's (another number, "
                 "size or kind of outputs)")

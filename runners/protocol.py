@@ -49,8 +49,11 @@ class Protocol:
     # checkpoints between the calls of the window's pass (runners/checkpoints.py): after this share of the calls (at
     # least ``checkpoint_least``), drawn in secret, a trace of the call's outputs and a link into the next call's input,
     # ``checkpoint_elements`` values each: work left for a later call or done ahead of its call is wrong there (round 4)
+    # (at most ``checkpoint_most``: at decode sizes' 8192 slots, a thousand checkpoints would add a few thousand small
+    # kernels to a pass, whose cost is taken off by a measurement of its own, with its own error)
     checkpoint_share: float = 0.125
     checkpoint_least: int = 4
+    checkpoint_most: int = 256
     checkpoint_elements: int = 8
     max_fetch_bytes: int = 256 << 20
     min_own_share: float = 0.5  # the candidate's own kernels' share of its device time, relative to the baseline's

@@ -145,11 +145,12 @@ def test_the_judge_draws_checkpoints_in_secret_and_links_a_float_input_the_entry
     spec.args, spec.written = ARGS, []
     p = Protocol()
     one = checkpoints.draw(spec, CASE, 100, p, seed=1)
-    assert one["link"] == "x" and len(one["at"]) == 13 and one["at"] == sorted(set(one["at"]))
+    assert one["link"] == ["x", "w"] and len(one["at"]) == 13 and one["at"] == sorted(set(one["at"]))
     assert checkpoints.draw(spec, CASE, 100, p, seed=2)["at"] != one["at"]
     assert len(checkpoints.draw(spec, CASE, 3, p, seed=1)["at"]) == 3  # at least four, at most every call
+    assert len(checkpoints.draw(spec, CASE, 8192, p, seed=1)["at"]) == 256  # and at most checkpoint_most
     spec.written = ["x"]
-    assert checkpoints.draw(spec, CASE, 100, p, seed=1)["link"] == "w"
+    assert checkpoints.draw(spec, CASE, 100, p, seed=1)["link"] == ["w"]
     spec.written = ["x", "w"]
     assert checkpoints.draw(spec, CASE, 100, p, seed=1)["link"] is None  # integers are never linked
 
