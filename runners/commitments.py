@@ -10,6 +10,7 @@ a graph; the wide tree levels run in runners/hash_tree.py. The judge recomputes 
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -205,6 +206,29 @@ def digest(hashes: torch.Tensor, key: int, rows: list | tuple = (), traces: list
     return int.from_bytes(mac, "little") % 2**63
 
 
+@dataclasses.dataclass
+class _Block:
+    """A tensor column's slots that share a shape and dtype: their outputs copied into one dense block of rows."""
+    members: tuple | None  # the slots (None: every slot)
+    block: torch.Tensor  # (slots, padded bytes) uint8
+    nbytes: int
+    dsts: list  # each member's row of the block, as its output's dtype and shape
+    srcs: list  # each member's output, as integers of its element size
+    index: torch.Tensor | None  # the members as a device tensor (None: every slot)
+
+
+@dataclasses.dataclass
+class _Column:
+    """One output position across the slots: ``tensors`` (``blocks``), ``words`` (a number, string or None in every
+    slot: one word each, made once), or ``each`` (the slots differ in kind: hashed one by one)."""
+    kind: str
+    position: int
+    blocks: list = dataclasses.field(default_factory=list)
+    words: torch.Tensor | None = None
+    tensors: list = dataclasses.field(default_factory=list)
+    leaves: list = dataclasses.field(default_factory=list)
+
+
 class CommitPlan:
     """``commitments`` for one list of outputs, planned once and reusable. A graph's outputs are the same tensors on
     every replay, so the work per pass is a copy of every output into one block per output position (a multi-tensor
@@ -216,10 +240,7 @@ class CommitPlan:
         flats = [flatten(out) for out in outputs]
         self.count = len(flats)
         self.device = next((t.device for f in flats for t in f if isinstance(t, torch.Tensor)), torch.device("cpu"))
-        self.columns: list = []  # per output position: ("tensors", position, groups), each group (members: None
-        # for every slot, else a tuple of slots whose tensors there share a shape and dtype, the block, nbytes, dst
-        # views, src tensors); ("words", position, words) for numbers; ("each", position, tensors, leaves) where the
-        # slots differ in kind (a tensor in some, a number or nothing in others)
+        self.columns: list[_Column] = []  # per output position
         self.graph: torch.cuda.CUDAGraph | None = None  # the plan captured (CUDA), with its table of constants
         self.table = self.index = self.captured = None
         self.tried = not capture  # capture only a plan that is used again (a graph's outputs)
@@ -231,10 +252,10 @@ class CommitPlan:
                 # numbers, strings, None: one word per slot, made now (a graph's replays cannot change them either),
                 # folded in like a tensor's hash, so a number shown after the clock must be the one committed to
                 words = torch.tensor([_leaf_word(v) for v in leaves], dtype=torch.int64).to(self.device)
-                self.columns.append(("words", position, words))
+                self.columns.append(_Column("words", position, words=words))
                 continue
             if any(t is None for t in tensors):
-                self.columns.append(("each", position, tensors, leaves))
+                self.columns.append(_Column("each", position, tensors=tensors, leaves=leaves))
                 continue
             # tensors in every slot: one dense block per shape and dtype (an output whose shape follows a range
             # scalar takes a few, runners/inputs.py SlotBank), each with its own rows (round 12 found such an
@@ -250,16 +271,16 @@ class CommitPlan:
                 srcs = [_bits(tensors[m]) for m in members]
                 dsts = [row[:nbytes].view(s.dtype).view(s.shape) for row, s in zip(block.unbind(0), srcs)]
                 whole = len(members) == self.count
-                groups.append((None if whole else tuple(members), block, nbytes, dsts, srcs,
-                               None if whole else torch.tensor(members, dtype=torch.int64, device=self.device)))
-            self.columns.append(("tensors", position, groups))
-        columns = sum(1 for c in self.columns if c[0] == "tensors")
+                groups.append(_Block(None if whole else tuple(members), block, nbytes, dsts, srcs,
+                                     None if whole else torch.tensor(members, dtype=torch.int64, device=self.device)))
+            self.columns.append(_Column("tensors", position, blocks=groups))
+        columns = sum(1 for c in self.columns if c.kind == "tensors")
         # per block (position, its first slot), the level whose nodes the digest covers (runners/openings.py opens
         # chunks there): the budget is shared by the tensor columns, and a column's blocks together hold one row a
         # slot, so each block's rows take the nodes a row that a column of one shape would (round 13: divided by the
         # blocks, a ranged output's blocks at mid sizes, and the outputs beside it, lost their rows)
-        self.levels = {(c[1], g[0][0] if g[0] else 0): node_level(g[2], self.count, columns)
-                       for c in self.columns if c[0] == "tensors" for g in c[2]}
+        self.levels = {(c.position, g.members[0] if g.members else 0): node_level(g.nbytes, self.count, columns)
+                       for c in self.columns if c.kind == "tensors" for g in c.blocks}
         self.levels = {b: j for b, j in self.levels.items() if j is not None}
         self.rows: list = []  # after ``hashes``: [(position, level, nbytes, nodes (slots, n) int64, members)], on the
         # device, in (position, first slot) order; ``members`` None for every slot, else the block's slots
@@ -293,30 +314,30 @@ class CommitPlan:
         else:
             acc = torch.full((self.count,), start, dtype=torch.int64, device=self.device)
         for column in self.columns:
-            kind, position = column[0], column[1]
+            position = column.position
             alpha = k(2000 + position, odd=True)
-            if kind == "tensors":
+            if column.kind == "tensors":
                 h = None
-                for members, block, nbytes, dsts, srcs, index in column[2]:
-                    torch._foreach_copy_(dsts, srcs)
+                for g in column.blocks:
+                    torch._foreach_copy_(g.dsts, g.srcs)
                     kept: list = []
-                    block_key = (position, members[0] if members else 0)
-                    part = _hash_rows(block.view(torch.int64), nbytes, k, self.levels.get(block_key), kept)
+                    block_key = (position, g.members[0] if g.members else 0)
+                    part = _hash_rows(g.block.view(torch.int64), g.nbytes, k, self.levels.get(block_key), kept)
                     if kept:
-                        rows.append((position, self.levels[block_key], nbytes, kept[0], members))
-                    h = part if index is None else \
+                        rows.append((position, self.levels[block_key], g.nbytes, kept[0], g.members))
+                    h = part if g.index is None else \
                         (h if h is not None else torch.zeros(self.count, dtype=torch.int64,
-                                                             device=self.device)).index_copy(0, index, part)
+                                                             device=self.device)).index_copy(0, g.index, part)
                 positions[position] = h
                 acc = _compress(acc.unsqueeze(1), h.unsqueeze(1), alpha)[:, 0]
                 continue
-            if kind == "words":
-                positions[position] = column[2]
-                acc = _compress(acc.unsqueeze(1), column[2].unsqueeze(1), alpha)[:, 0]
+            if column.kind == "words":
+                positions[position] = column.words
+                acc = _compress(acc.unsqueeze(1), column.words.unsqueeze(1), alpha)[:, 0]
                 continue
             acc = acc.clone()
             words = torch.zeros(self.count, dtype=torch.int64, device=self.device)
-            for j, (t, leaf) in enumerate(zip(column[2], column[3])):
+            for j, (t, leaf) in enumerate(zip(column.tensors, column.leaves)):
                 if leaf is _ABSENT:  # a slot with fewer outputs: as the judge hashes it alone
                     continue
                 word = _one(t, k.key).to(self.device) if t is not None else \
@@ -328,7 +349,7 @@ class CommitPlan:
         return acc, rows, positions
 
     def _capture(self, key: int, asked: dict, expected: torch.Tensor) -> None:
-        if any(column[0] == "each" for column in self.columns):
+        if any(column.kind == "each" for column in self.columns):
             return  # slots whose outputs differ in kind: hashed one by one, not captured
         try:
             index = dict(asked)
