@@ -155,10 +155,13 @@ class Checkpoints:
                     continue
                 t = t.detach()
                 self.numels[i, j] = t.numel()
+                if t.device != self.device:  # a count on the host beside device outputs: not traced, on either side
+                    self.numels[i, j] = 0
+                    continue
                 if j not in self.buffers:
-                    self.buffers[j] = torch.zeros((len(self.at), self.m), dtype=t.dtype, device=t.device)
+                    self.buffers[j] = torch.zeros((len(self.at), self.m), dtype=t.dtype, device=self.device)
                 buffer = self.buffers[j]
-                if buffer.dtype != t.dtype or buffer.device != t.device:
+                if buffer.dtype != t.dtype:
                     # another kind of output at this place than at its first checkpoint (an entry may return one
                     # where a range scalar differs): not traced here, and the baseline's not either
                     self.numels[i, j] = 0

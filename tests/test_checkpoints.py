@@ -92,6 +92,20 @@ def test_an_output_written_after_its_call_shows_in_the_trace():
     assert torch.count_nonzero(trace) == 0  # zeros when traced
 
 
+def test_an_output_on_another_device_is_not_traced_and_does_not_stop_the_pass():
+    """An entry that returns a tensor off the slots' device (a count on the host; here a meta tensor beside CPU
+    slots) is an honest result: the checkpoint leaves it out rather than failing the oracle's window."""
+    bank = _bank()
+    checks = _checks(bank, link=None)
+    both = lambda x, w, ids: (x * w, torch.empty(3, device="meta"))  # noqa: E731
+    _pass(bank, checks, both)
+    _filled(bank, checks, 4)
+    outs = _pass(bank, checks, both)
+    assert [row[1:] for row in checks.layout()[:2]] == [[0, 120], [1, 0]]
+    (floats,) = checks.traces()
+    assert torch.equal(floats[0], outs[checks.at[0]][0].reshape(-1)[checks.positions[0, 0]])
+
+
 def test_a_link_rewrites_the_next_calls_input_with_values_of_that_input():
     bank = _bank()
     checks = _checks(bank)
