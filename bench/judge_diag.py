@@ -19,6 +19,11 @@ VARIANTS = {
     "long-samples": Protocol(sample_us=8000.0, case_time_cap_s=4.0),
     "no-sample-lead": Protocol(sample_lead_cycles=0),
     "no-lead-long": Protocol(sample_lead_cycles=0, sample_us=8000.0, case_time_cap_s=4.0),
+    # the window's checkpoints (runners/checkpoints.py): none, the default (an eighth of the calls, at most 256), and
+    # after every call (what would hide from a worker which calls are checked: round 16's open xfail), to see what
+    # they cost the judge's clock once their time alone is taken off
+    "no-checkpoints": Protocol(checkpoint_share=0.0, checkpoint_least=0),
+    "every-call": Protocol(checkpoint_share=1.0, checkpoint_most=1 << 20),
 }
 
 

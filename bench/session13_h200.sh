@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# The next session's H200 calls (one GPU, nvidia-h200; carry [".whl"]): OUT=$OUT STEP=first|d|a bash bench/session13_h200.sh
+# The next session's H200 calls (one GPU, nvidia-h200; carry [".whl"]): OUT=$OUT STEP=first|chk|d|a bash bench/session13_h200.sh
 # (The twelfth session had no device time left: its script, session12_h200.sh, never ran; its steps are here.)
 #   first: what the eleventh and twelfth sessions changed without a GPU: the judge's checkpoints between the window's
 #          calls (captured with the calls, the fill not waiting for the device, the two round-4 cheats refused on the
 #          GPU), the ranged plan's blocks of rows captured on CUDA (bench/commit_check_gpu.py), tests/test_gpu.py
 #          whole (the sample lead, the checkpoints' cost taken off both passes at decode sizes, the chunks'
 #          whole-error check on honest kernels, the one-layout screening);
+#   chk:   the checkpoints' cost on the judge's clock: RMSNorm's baseline against itself with none, the default and
+#          one after every call (bench/judge_diag.py; the window's parts show the checkpoints' time alone);
 #   d:     (d) on RMSNorm with the correctness phase's parts (the layout trials were 3.8 s of 7.4 s before screening
 #          tried one layout a case);
 #   a:     (a) with the sample lead on every example kernel (RUNS, default 3; the eleventh session measured RMSNorm).
@@ -20,6 +22,10 @@ all(d['checks'].values()))" "$OUT/commit-check.json"
     echo "checkpoint tests rc=$?"; grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/checkpoint-tests.txt" | cut -c1-300 | tail -6
     timeout 420 $PYTEST -s tests/test_gpu.py > "$OUT/gpu-tests.txt" 2>&1
     echo "gpu tests rc=$?"; grep -E "^(FAILED|ERROR)|AssertionError|passed|failed" "$OUT/gpu-tests.txt" | cut -c1-400 | tail -12
+    ;;
+  chk)
+    timeout 560 python3 bench/judge_diag.py rms_norm no-checkpoints,default,every-call > "$OUT/diag-checkpoints.txt" 2>&1
+    echo "diag rc=$?"; cut -c1-220 "$OUT/diag-checkpoints.txt" | tail -30
     ;;
   d)
     timeout 200 python3 bench/evaluator.py --out "$OUT/d-pipeline" --parts d --candidates 8 > "$OUT/d-pipeline.txt" 2>&1
