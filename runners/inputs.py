@@ -35,10 +35,11 @@ def log_uniform(bounds: tuple[float, float], size, gen: torch.Generator, device)
 
 
 def make_tensor(spec: ArgSpec, shape: tuple[int, ...], dtype: torch.dtype, device: str, gen: torch.Generator,
-                trial: int = 0):
+                trial: int = 0, ends: torch.Generator | None = None):
     if not dtype.is_floating_point:
         low, high = int(spec.low), int(spec.high)
-        return torch.randint(low, high, shape, generator=gen, device=device, dtype=dtype)
+        t = torch.randint(low, high, shape, generator=gen, device=device, dtype=dtype)
+        return range_ends(t, low, high, ends) if ends is not None else t
     if spec.dist == "uniform":
         t = torch.rand(shape, generator=gen, device=device, dtype=torch.float32) * (spec.high - spec.low) + spec.low
         return t.to(dtype)
@@ -61,6 +62,23 @@ def make_tensor(spec: ArgSpec, shape: tuple[int, ...], dtype: torch.dtype, devic
             start = int(torch.randint(t.numel() - width + 1, (1,), generator=gen, device=device))
             flat[start:start + width] *= log_uniform(DYNAMIC_LOG10, width, gen, device)
     return t.to(dtype)
+
+
+def range_ends(t: torch.Tensor, low: int, high: int, gen: torch.Generator) -> torch.Tensor:
+    """``t`` (integers drawn uniformly in [low, high)) holding both ends of its range, ``low`` and ``high - 1``, each at
+    a place drawn from ``gen`` where it is not there already (no value is duplicated that was not: a scatter's
+    indices stay as distinct as the draw made them). Drawn uniformly, one value of a range of V turns up in a trial
+    of T integers with a chance of about T/V: an embedding gather that never reads the table's last row (an
+    off-by-one at the end of the range) passed every trial at 8 ids of 512 (tests/test_judge_attacks_round17.py)."""
+    if t.dtype == torch.bool or t.numel() < 2 or high - low < 2:
+        return t
+    flat = t.reshape(-1)
+    first = int(torch.randint(flat.numel(), (1,), generator=gen, device=gen.device))
+    second = (first + 1 + int(torch.randint(flat.numel() - 1, (1,), generator=gen, device=gen.device))) % flat.numel()
+    for place, value in ((first, low), (second, high - 1)):
+        if not bool((flat == value).any()):
+            flat[place] = value
+    return t
 
 
 def structured_rows(rows: int, gen: torch.Generator) -> tuple[int, int]:
@@ -110,6 +128,7 @@ def recorded_values(spec: ArgSpec, case: Case, dtype: torch.dtype, shape: tuple[
 
 
 PAD_SEED_MIX = 0x2545F4914F6CDD1D  # the padding's stream: the seed with these bits flipped (stays under 2**63)
+ENDS_SEED_MIX = 0x1B873593A5B35705  # the integer range ends' places (``range_ends``): another stream of the seed
 
 
 def make_inputs(args: list[ArgSpec], case: Case, device: str, seed: int, trial: int = 0) -> dict:
@@ -121,6 +140,9 @@ def make_inputs(args: list[ArgSpec], case: Case, device: str, seed: int, trial: 
     gen.manual_seed(seed)
     pad_gen = torch.Generator(device=device)
     pad_gen.manual_seed(seed ^ PAD_SEED_MIX)
+    # where an integer tensor's range ends go (``range_ends``): a stream of its own, so that every other value drawn
+    # from ``seed`` is what it was without it
+    ends_gen = torch.Generator(device=device).manual_seed(seed ^ ENDS_SEED_MIX)
     shapes = case_shapes(args, case)
     kwargs = {}
     for spec in active_args(args, case):
@@ -128,7 +150,7 @@ def make_inputs(args: list[ArgSpec], case: Case, device: str, seed: int, trial: 
             dtype = getattr(torch, spec.dtype or case.dtype)
             t = recorded_values(spec, case, dtype, shapes[spec.name], device, trial)
             if t is None:
-                t = make_tensor(spec, shapes[spec.name], dtype, device, gen, trial)
+                t = make_tensor(spec, shapes[spec.name], dtype, device, gen, trial, ends=ends_gen)
             kwargs[spec.name] = strided(t, getattr(case, "strides", {}).get(spec.name), pad_gen)
         elif spec.name in getattr(case, "values", {}):
             kwargs[spec.name] = config_scalar(case.values[spec.name])
