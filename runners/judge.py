@@ -28,7 +28,7 @@ import torch
 
 from .compare import compare_outputs, flatten, output_scale, output_scales
 from .inputs import make_inputs
-from .layouts import layouts_to_try, masked_rows, row_padded
+from .layouts import layouts_to_try, masked_rows, row_padded, same_layout
 from .judge_clock import MAX_PLAUSIBLE_SPEEDUP, Corroboration, TimingSteps, corroborate, implausible
 from .kernel_share import KernelShare, borrowed_name
 from .protocol import Protocol, Refusal, commitment_of, meta_nbytes, moved_bytes, nbytes_of, trial_seed
@@ -271,25 +271,35 @@ class Judge(TimingSteps, KernelShare):
             tensors = [t for t in flatten([out, [written.get(n) for n in names]]) if isinstance(t, torch.Tensor)]
             return all(bool(torch.isfinite(t.float()).all()) for t in tensors if t.dtype.is_floating_point)
 
-        self._variant_trial(masked, f"c{index}t{trial}m", finite, tol, (
-            f"masked rows (-inf over the first 3/4 of a row of {', '.join(f'`{n}`' for n in changed)}, and at "
-            f"random places of another)", "The baseline gives finite outputs on them, so a caller may mask that "
-            "way: keep a running maximum that is still -inf from turning into NaN"))
+        if not self._variant_trial(masked, f"c{index}t{trial}m", finite, tol, (
+                f"masked rows (-inf over the first 3/4 of a row of {', '.join(f'`{n}`' for n in changed)}, and at "
+                f"random places of another)", "The baseline gives finite outputs on them, so a caller may mask that "
+                "way: keep a running maximum that is still -inf from turning into NaN")):
+            return
+        # an op that takes -inf masks takes additive ones too: rows wholly and partly at the dtype's lowest finite
+        # value (Hugging Face's padding rows; round 17: zeros for a row all masked passed)
+        gen = torch.Generator().manual_seed(trial_seed(secret, 85_000 + trial, index))
+        lowest, changed = masked_rows(inputs, gen, keep=set(getattr(case, "strides", {}) or {}), lowest=True)
+        self._variant_trial(lowest, f"c{index}t{trial}l", finite, tol, (
+            f"rows of {', '.join(f'`{n}`' for n in changed)} masked with the dtype's lowest finite value (one "
+            f"wholly, others over parts)", "The baseline gives finite outputs on them (a row whose every score is "
+            "masked gets its answer too), so a caller may mask that way: keep rows all of whose scores are masked"))
 
-    def _variant_trial(self, inputs: dict, tag: str, baseline_takes, tol, explain: tuple[str, str]) -> None:
+    def _variant_trial(self, inputs: dict, tag: str, baseline_takes, tol, explain: tuple[str, str]) -> bool:
         """The oracle, then the candidate, on ``inputs``; asked of the candidate only where the oracle answers and
-        ``baseline_takes(out, written)``. A padded input travels with its whole storage (runners/wire.py), its
-        padding the judge's draws: both workers get the same bytes, under a header like any other input's."""
+        ``baseline_takes(out, written)`` (returns whether it was asked). A padded input travels with its whole storage
+        (runners/wire.py), its padding the judge's draws: both workers get the same bytes, under a header like any
+        other input's."""
         names = list(self.spec.written)
         metas = self.exchange.write_inputs(inputs)
         try:
             ref_reply, ref, ref_written = self._oracle_call(metas, tag, inputs)
         except Refusal:
             self.exchange.clear()
-            return  # the baseline does not take these inputs: neither need the candidate
+            return False  # the baseline does not take these inputs: neither need the candidate
         if not baseline_takes(ref, ref_written):
             self.exchange.clear()
-            return
+            return False
         poison = 2 * nbytes_of(ref) + (1 << 20)
         reply, out, written = self._candidate_call(metas, tag, ref_reply, poison)
         self.exchange.clear()
@@ -300,17 +310,7 @@ class Judge(TimingSteps, KernelShare):
         cmp = compare_outputs([out, [written.get(n) for n in names]], [ref, [ref_written.get(n) for n in names]], tol)
         if not cmp.ok:
             raise Refusal("correctness", f"{what}: {cmp.message}. {why}")
-
-
-def same_layout(shape, want, got) -> bool:
-    """Strides that address the same places: a dimension of size 1 is never stepped along, so its stride is
-    free (``empty_like`` of a one-row slice keeps the slice's row stride; H200, every rms_norm cheat at T=1
-    was refused for that instead of for its cheat), and an empty tensor has no places at all."""
-    if any(n == 0 for n in shape):
         return True
-    if want is None or got is None or not len(want) == len(got) == len(shape):
-        return want == got
-    return all(n == 1 or a == b for n, a, b in zip(shape, want, got))
 
 
 def claimed_faster(results: list[CaseResult]) -> set[int]:

@@ -163,13 +163,17 @@ def warm_layouts(kwargs: dict, keep=()) -> list[dict]:
     return out
 
 
-def masked_rows(kwargs: dict, gen: torch.Generator, keep=()) -> tuple[dict, list[str]]:
+def masked_rows(kwargs: dict, gen: torch.Generator, keep=(), lowest: bool = False) -> tuple[dict, list[str]]:
     """``kwargs`` with -inf where callers put it to mask scores, in every floating tensor of two or more
     dimensions with rows of at least 4, at rows drawn from ``gen`` (a guard kept only on fixed rows passed: round
     7), two of each pattern where there are rows: a masked prefix (left padding, a sliding window's past), a masked
     suffix (a causal mask's future, right padding), each three quarters of the row (longer than any block a kernel
     walks it in, from either end), a masked run in the middle, -inf at about half its places. A tensor of one row
-    gets the prefix or the suffix, drawn. Returns the new arguments and the names of those changed."""
+    gets the prefix or the suffix, drawn. Returns the new arguments and the names of those changed.
+
+    ``lowest``: the dtype's lowest finite value instead of -inf (an additive mask, as Hugging Face's attention adds
+    ``finfo.min``), and a row of it whole first (a padding row, every score masked: a softmax's answer there is
+    uniform, and a kernel that skips masked tiles can forget it; round 17)."""
     out, changed = dict(kwargs), []
     for name, t in kwargs.items():
         if (not isinstance(t, torch.Tensor) or not t.dtype.is_floating_point or t.dim() < 2 or t.shape[-1] < 4
@@ -180,6 +184,8 @@ def masked_rows(kwargs: dict, gen: torch.Generator, keep=()) -> tuple[dict, list
         span = (3 * n + 3) // 4
         first = int(torch.randint(2, (1,), generator=gen, device=gen.device)) if rows.shape[0] == 1 else 0
         patterns = [slice(0, span), slice(n - span, n), slice(n // 8, n // 8 + n // 2), None][first:]
+        if lowest:
+            patterns = [slice(0, n)] + patterns
         order = torch.randperm(rows.shape[0], generator=gen, device=gen.device).tolist()
         for j, r in enumerate(order[: 2 * len(patterns)]):
             cols = patterns[j % len(patterns)]
@@ -187,7 +193,7 @@ def masked_rows(kwargs: dict, gen: torch.Generator, keep=()) -> tuple[dict, list
                 cols = torch.rand(n, generator=gen, device=gen.device) < 0.5
                 cols[int(torch.randint(n, (1,), generator=gen, device=gen.device))] = False  # one stays finite
                 cols = cols.to(rows.device)
-            rows[r, cols] = float("-inf")
+            rows[r, cols] = torch.finfo(rows.dtype).min if lowest else float("-inf")
         out[name] = strided(rows.reshape(t.shape), list(t.stride()))
         changed.append(name)
     return out, changed
@@ -201,3 +207,14 @@ def layouts_to_try(changed: list[bool], most: int, seed: int) -> list[int]:
         return usable
     g = torch.Generator().manual_seed(seed)
     return sorted(usable[i] for i in torch.randperm(len(usable), generator=g)[:max(0, most)].tolist())
+
+
+def same_layout(shape, want, got) -> bool:
+    """Strides that address the same places: a dimension of size 1 is never stepped along, so its stride is
+    free (``empty_like`` of a one-row slice keeps the slice's row stride; H200, every rms_norm cheat at T=1
+    was refused for that instead of for its cheat), and an empty tensor has no places at all."""
+    if any(n == 0 for n in shape):
+        return True
+    if want is None or got is None or not len(want) == len(got) == len(shape):
+        return want == got
+    return all(n == 1 or a == b for n, a, b in zip(shape, want, got))

@@ -33,9 +33,9 @@ timing draws, and what the tolerance does not bound.
    ``torch.finfo(dtype).min``, the additive mask Hugging Face's attention uses, under which a padding row, every score
    masked, is finite: the uniform distribution. A softmax that writes zeros for a row whose maximum is the mask value
    (``tests/cheats/round17_zeros_for_a_row_all_masked.py``: a block-sparse softmax's skip of masked tiles that forgets
-   the row all of whose tiles are) is right on every row the judge draws and accepted (strict xfail). Fix: a masked
-   row of ``finfo.min`` (whole) and one partly so in the masked trial, or a trial of its own, asked where the
-   baseline is finite as now.
+   the row all of whose tiles are) was right on every row the judge drew and accepted. Closed: where the baseline
+   takes the -inf masks, a trial of its own follows with rows wholly and partly at ``finfo.min``
+   (``masked_rows(..., lowest=True)``), asked where the baseline is finite.
 
 Runs on the interpreter and on the timed CPU stand-in (round 4's ``_timed_judge``); module fixtures, small shapes.
 """
@@ -278,13 +278,11 @@ def test_a_row_all_at_the_mask_value_is_zeros_where_the_baseline_is_uniform(soft
     assert not compare_outputs(got, want, tol).ok
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "runners/layouts.py masked_rows puts -inf over parts of rows (a whole -inf row makes the baseline NaN: nothing "
-    "asked) and the other trials draw normal values, so no trial holds a row whose maximum is the finite mask value "
-    "torch.finfo(dtype).min (Hugging Face's additive attention mask: a padding row, all masked, is the uniform "
-    "distribution). A softmax that writes zeros for such a row is the baseline on every row drawn, and accepted. "
-    "Fix: in the masked trial, one row wholly and one partly at finfo(dtype).min (or a trial of its own), asked "
-    "where the baseline is finite as now"))
 def test_zeros_for_a_row_all_at_the_mask_value_are_refused(masked_run):
+    """(Was a hole, accepted: runners/layouts.py masked_rows put -inf over parts of rows only, a whole -inf row makes
+    the baseline NaN, and no trial held a row whose maximum is the finite mask value torch.finfo(dtype).min, Hugging
+    Face's additive mask, under which a padding row is the uniform distribution.) Where the baseline takes the -inf
+    masks, the masked trial is followed by one with rows wholly and partly at finfo.min (``lowest``)."""
     assert masked_run.stage not in ("compile", "crashed", "baseline"), _summary(masked_run)
     assert not masked_run.ok and masked_run.stage == "correctness", _summary(masked_run)
+    assert "lowest finite value" in masked_run.error, _summary(masked_run)
