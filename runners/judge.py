@@ -162,7 +162,7 @@ class Judge(TimingSteps, KernelShare):
 
     # ---- correctness ------------------------------------------------------------------------------------
     def check_case(self, case: Case, index: int, secret: int, trials: int, result: CaseResult,
-                   extra_trials: bool = True, first: int = 0) -> None:
+                   extra_trials: bool | str = True, first: int = 0) -> None:
         """Trials ``first`` to ``trials - 1`` of a case (trial 0: the configured distribution; later ones scaled, with
         structured rows: runners/inputs.py ``make_tensor``), then, with ``extra_trials``, the layout and masked
         trials. The re-check after timing runs trial 1 alone (``first=1``), held to the first trial's scales."""
@@ -210,7 +210,7 @@ class Judge(TimingSteps, KernelShare):
         if extra_trials and self.p.layout_trial:
             with self._spent("correctness.layout"):
                 self._check_layout(case, index, secret, trials, tol)
-        if extra_trials and self.p.masked_trial:
+        if extra_trials is True and self.p.masked_trial:  # "layout": the re-check's padded layouts only
             with self._spent("correctness.masked"):
                 self._check_masked(case, index, secret, trials + 1, tol)
         if not self._own(result.launched) or not self.defines_kernel:
@@ -365,11 +365,13 @@ def evaluate(judge: Judge, cases: list[Case], secret: int, trials: int, time_it:
             # screening, only a candidate that claims a speedup somewhere has anything to gain from that).
             if judge.p.window_every_case or faster:
                 for index, case in enumerate(cases):
-                    # dense inputs only: the layouts and masks the candidate takes were settled before timing. A later
+                    # the padded layouts too where the protocol says (a kernel that drops its strides once timed is
+                    # right on dense inputs); the masks were settled before timing. A later
                     # trial's inputs (a drawn scale, a near-zero row and a row of large range), not trial 0's plain
                     # ones: a float16 sum of squares taken only once timed was right on those and passed (round 17,
                     # tests/cheats/round17_unsafe_once_timed.py)
-                    judge.check_case(case, index, secret + 1, 2, CaseResult(case=case.id), extra_trials=False, first=1)
+                    judge.check_case(case, index, secret + 1, 2, CaseResult(case=case.id), first=1,
+                                     extra_trials="layout" if judge.p.recheck_layout else False)
             phase("recheck")
             if peak:
                 for result in ev.cases:

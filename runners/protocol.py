@@ -66,6 +66,9 @@ class Protocol:
     # the H200, eleventh session), the verification all three
     layout_trials: int = 3
     masked_trial: bool = True  # one more trial per case on -inf-masked rows, where the baseline's answer is finite
+    # the re-check after timing tries the padded layouts too (round 17: a kernel can stop honouring strides once it
+    # has been timed); the search's screening leaves them to the champion's verification
+    recheck_layout: bool = True
     name: str = "verify"
 
     @classmethod
@@ -80,7 +83,7 @@ class Protocol:
         reported."""
         return cls(case_time_cap_s=0.4, min_rounds=6, target_spread=0.02, window_us=6000.0, max_window_slots=4096,
                    profile_every_case=False, window_every_case=False, decisive_margin=0.03,
-                   clock_above=1.02, open_slots=256, layout_trials=1, name="search")
+                   clock_above=1.02, open_slots=256, layout_trials=1, recheck_layout=False, name="search")
 
 
 def trial_seed(secret: int, trial: int, case_index: int) -> int:

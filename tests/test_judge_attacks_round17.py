@@ -152,10 +152,19 @@ RECHECK_SYMBOLS = {"T": 4, "H": 64}
 RECHECK_SEED = 1  # a secret whose re-check (secret + 1, trial 1) reaches past 256 (9 of 40 secrets at this case)
 
 
+DROPS_STRIDES = "round17_drops_strides_once_timed.py"
+
+
 @pytest.fixture(scope="module")
-def recheck_run(rms_bundle, tmp_path_factory) -> dict:
+def recheck_runs(rms_bundle, tmp_path_factory) -> list:
     return _timed_judge(rms_bundle, tmp_path_factory.mktemp("r17-recheck"),
-                        [(_source(ONCE_TIMED), "verify", RECHECK_SEED, TWELVE)], RECHECK_SYMBOLS)[0]
+                        [(_source(ONCE_TIMED), "verify", RECHECK_SEED, TWELVE),
+                         (_source(DROPS_STRIDES), "verify", RECHECK_SEED, TWELVE)], RECHECK_SYMBOLS)
+
+
+@pytest.fixture(scope="module")
+def recheck_run(recheck_runs) -> dict:
+    return recheck_runs[0]
 
 
 def test_once_timed_the_float16_path_is_right_on_trial_zero_and_wrong_on_the_later_trials(rms_bundle, tmp_path):
@@ -190,6 +199,25 @@ def test_a_corner_cut_once_timed_is_refused_by_the_recheck(recheck_run):
     ev = recheck_run
     assert ev["window_ms"] and ev["window_ms"][0], json.dumps(ev)
     assert not ev["ok"] and ev["stage"] == "correctness" and "trial 1" in ev["error"], json.dumps(ev)
+
+
+def test_strides_dropped_once_timed_are_refused_by_the_rechecks_layouts(rms_bundle, tmp_path, recheck_runs):
+    """The same trigger with another corner cut: rows addressed as row * N once timed. Control: right on dense rows
+    after a call on a bank's slot, wrong on rows that are slices of wider ones. The re-check after timing now tries
+    the padded layouts too (``Protocol.recheck_layout``; the search's screening leaves them to the verification)."""
+    base = _import(rms_bundle, _RMS_MODULE, None, tmp_path)
+    cheat = _import(rms_bundle, _RMS_MODULE, _source(DROPS_STRIDES), tmp_path)
+    tol = read_task(rms_bundle).tolerances_for("float16")
+    g = torch.Generator().manual_seed(1)
+    w = torch.randn(64, generator=g).half()
+    cheat.rms_norm(torch.randn(12, 4 * 64, generator=g).half()[3].view(4, 64), w)  # "timed"
+    dense = torch.randn(4, 64, generator=g).half()
+    wide = torch.randn(4, 3 * 64, generator=g).half()[:, :64]
+    assert compare_outputs(cheat.rms_norm(dense, w), base.rms_norm(dense, w), tol).ok
+    assert not compare_outputs(cheat.rms_norm(wide, w), base.rms_norm(wide, w), tol).ok
+    ev = recheck_runs[1]
+    assert ev["window_ms"] and ev["window_ms"][0], json.dumps(ev)  # timed first, refused after
+    assert not ev["ok"] and ev["stage"] == "correctness" and "slices of a wider buffer" in ev["error"], json.dumps(ev)
 
 
 # ---- 3. an error of one sign -----------------------------------------------------------------------------------------
