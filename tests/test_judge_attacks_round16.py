@@ -20,7 +20,7 @@ import pytest
 import torch
 from conftest import CHEATS
 from test_checkpoints import ARGS, CASE, TOL, _bank, _filled, _pass
-from test_judge_attacks_round4 import _source, _timed_judge
+from test_judge_attacks_round4 import _needs_gpu, _source, _timed_judge, gpu_rms_evaluator  # noqa: F401 (fixture)
 from test_judge_attacks_round7 import one_module_bundle
 
 from runners import checkpoints
@@ -412,28 +412,12 @@ def test_forged_traces_that_read_are_refused_not_a_crash():
 
 
 # ---- 6. the GPU forms (run on the H200: `python -m pytest -m gpu tests/test_judge_attacks_round16.py`) --------------
-# Predictions made without a GPU, from the judge's code and the CPU runs above.
-_needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (see bench/gpu_checks.sh)")
-
-
-@pytest.fixture(scope="module")
-def gpu_rms_evaluator(tmp_path_factory):
-    from bot.config import load_config, task_spec
-    from conftest import EXAMPLE
-
-    from runners.extract import build_bundle
-    from runners.sandbox import Evaluator
-
-    spec = task_spec("rms_norm", load_config(EXAMPLE).kernels["rms_norm"], "triton")
-    bundle = tmp_path_factory.mktemp("gpu-r16-rms")
-    build_bundle(EXAMPLE, spec, bundle)
-    with Evaluator(bundle, "triton", timeout=300, trials=2) as evaluator:
-        yield evaluator
+# Predictions made without a GPU, from the judge's code and the CPU runs above (round 4's evaluator fixture).
 
 
 @pytest.mark.gpu
 @_needs_gpu
-def test_gpu_a_batcher_that_launches_when_its_output_is_read_is_refused(gpu_rms_evaluator):
+def test_gpu_a_batcher_that_launches_when_its_output_is_read_is_refused(gpu_rms_evaluator):  # noqa: F811
     """Prediction: as on the stand-in; inside the capture the subclass's ``__torch_function__`` is never called by a
     checkpoint, and the layout's FOREIGN rows refuse it at the first round of the first decode case."""
     ev = gpu_rms_evaluator.evaluate(_source("round16_flushes_when_its_output_is_read.py", GROUP="8"), seed=31,
@@ -450,7 +434,7 @@ def test_gpu_a_batcher_that_launches_when_its_output_is_read_is_refused(gpu_rms_
     "checkpoints) groups of 8 are cut about once in four, about 3-5x fewer launches than the baseline's: expected "
     "accepted with a few-x credit (quarantined if the samples' claim runs past the clock by more than its "
     "tolerance). Fix: as in section 2"))
-def test_gpu_a_batcher_that_overrides_torchs_take_is_refused(gpu_rms_evaluator):
+def test_gpu_a_batcher_that_overrides_torchs_take_is_refused(gpu_rms_evaluator):  # noqa: F811
     ev = gpu_rms_evaluator.evaluate(_source("round16_overrides_take_to_flush.py", GROUP="8"), seed=32, time_it=True,
                                     trials=2, static_policy=False, protocol="verify")
     assert ev.stage not in ("compile", "crashed", "baseline", "correctness", "kernel"), (ev.stage, ev.error[:400])
