@@ -271,7 +271,8 @@ class TimingSteps:
             # The oracle's outputs are read, checked against its commitments and removed before the candidate
             # is asked for anything: nothing the candidate writes can stand in for them.
             with self._spent("timing.window_reveal"):
-                ref_outs = self.oracle.request("reveal", slots=shown, tag=f"w{index}r{round_}", open=opening)
+                ref_outs = self.oracle.request("reveal", slots=shown, tag=f"w{index}r{round_}", open=opening,
+                                               time_checks=True)  # the checkpoints' time alone: the oracle's only
             if not ref_outs.get("ok"):
                 raise Refusal("baseline", "the oracle's outputs of the judge's window could not be read back")
             ref_hashes = self._window_hashes(self.oracle, ref_outs, count, key, replies["oracle"].get("commitment"))

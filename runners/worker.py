@@ -236,10 +236,11 @@ class Server:
                 for i, g in enumerate(opened["groups"]):
                     g["words"] = encode_value(self.outbox, f"{req['tag']}-open{i}", g["words"])
                 reply["open"] = opened
-        if timer.checks is not None:  # the checkpoints' traces (bound by the digest), and their time alone
+        if timer.checks is not None:  # the checkpoints' traces (bound by the digest), and (the oracle's) their time
             reply["checkpoints"] = encode_value(self.outbox, f"{req['tag']}-checkpoints", timer.checks.traces())
             reply["checkpoint_layout"] = timer.checks.layout()
-            reply["checks_us"] = timer.checks.time_alone(timer.outputs)
+            if req.get("time_checks"):
+                reply["checks_us"] = timer.checks.time_alone(timer.outputs)
         return reply
 
     def host_overhead(self, req: dict) -> dict:

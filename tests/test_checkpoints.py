@@ -117,10 +117,10 @@ def test_a_link_rewrites_the_next_calls_input_with_values_of_that_input():
         if k + 1 >= len(bank.slots):
             continue
         x, old = bank.slots[k + 1]["x"].reshape(-1), fresh[k + 1].reshape(-1)
-        q = checks.link_at[i]
+        q = checks.links[0][1][i]
         assert len(set(q.tolist())) == len(q)  # distinct places: no two writes race on a device
-        assert torch.equal(x[q], checks.link_values[i])
-        assert all(bool((old == v).any()) for v in checks.link_values[i])  # values of that same input
+        assert torch.equal(x[q], checks.links[0][2][i])
+        assert all(bool((old == v).any()) for v in checks.links[0][2][i])  # values of that same input
         rest = torch.ones_like(old, dtype=torch.bool)
         rest[q] = False
         assert torch.equal(x[rest], old[rest]) and not torch.equal(x, old)
@@ -137,7 +137,7 @@ def test_a_link_goes_into_a_strided_input_by_its_logical_positions():
     _filled(bank, checks, 3)
     _pass(bank, checks)
     for i, k in enumerate(checks.at):
-        assert torch.equal(bank.slots[k + 1]["x"].reshape(-1)[checks.link_at[i]], checks.link_values[i])
+        assert torch.equal(bank.slots[k + 1]["x"].reshape(-1)[checks.links[0][1][i]], checks.links[0][2][i])
 
 
 def test_a_link_into_an_input_smaller_than_its_values_writes_each_place_one_value():
@@ -148,7 +148,7 @@ def test_a_link_into_an_input_smaller_than_its_values_writes_each_place_one_valu
     _pass(bank, checks, lambda x: x * 2)
     _filled(bank, checks, 2)
     for i in range(3):
-        pairs = set(zip(checks.link_at[i].tolist(), checks.link_values[i].tolist()))
+        pairs = set(zip(checks.links[0][1][i].tolist(), checks.links[0][2][i].tolist()))
         assert len({q for q, _ in pairs}) == len(pairs) and {q for q, _ in pairs} <= {0, 1, 2}
 
 
@@ -264,6 +264,6 @@ def test_gpu_checkpoints_are_captured_with_the_calls_and_the_fill_does_not_wait_
         assert torch.equal(floats[i], timer.outputs[k][0].reshape(-1)[checks.positions[i, 0]])
         assert torch.equal(ints[i], timer.outputs[k][1].reshape(-1)[checks.positions[i, 1]])
         x = bank.slots[k + 1]["x"].reshape(-1)
-        assert torch.equal(x[checks.link_at[i]], checks.link_values[i]) and not torch.equal(x, fresh[k + 1].reshape(-1))
+        assert torch.equal(x[checks.links[0][1][i]], checks.links[0][2][i]) and not torch.equal(x, fresh[k + 1].reshape(-1))
         assert torch.equal(timer.outputs[k + 1][0], bank.slots[k + 1]["x"] * bank.slots[k + 1]["w"])
     assert 0.0 < checks.time_alone(timer.outputs) < 5000.0
