@@ -162,10 +162,11 @@ class Judge(TimingSteps, KernelShare):
 
     # ---- correctness ------------------------------------------------------------------------------------
     def check_case(self, case: Case, index: int, secret: int, trials: int, result: CaseResult,
-                   extra_trials: bool | str = True, first: int = 0) -> None:
+                   layouts: bool = True, masks: bool = True, first: int = 0) -> None:
         """Trials ``first`` to ``trials - 1`` of a case (trial 0: the configured distribution; later ones scaled, with
-        structured rows: runners/inputs.py ``make_tensor``), then, with ``extra_trials``, the layout and masked
-        trials. The re-check after timing runs trial 1 alone (``first=1``), held to the first trial's scales."""
+        structured rows: runners/inputs.py ``make_tensor``), then the padded layouts' and the masked trials (where
+        the protocol has them and ``layouts``, ``masks``). The re-check after timing runs trial 1 alone (``first=1``),
+        held to the first trial's scales."""
         tol = self.spec.tolerances_for(case.dtype)
         for trial in range(first, trials):
             # where the correctness phase goes (``correctness.*`` in the phases; the layout and masked trials as
@@ -207,10 +208,10 @@ class Judge(TimingSteps, KernelShare):
                                             f"torch.compile's or a library's kernels are: the profile tells kernels "
                                             f"apart by name, so its own share would count theirs "
                                             f"(tests/test_judge_attacks_round7.py); name it after what it does")
-        if extra_trials and self.p.layout_trial:
+        if layouts and self.p.layout_trial:
             with self._spent("correctness.layout"):
                 self._check_layout(case, index, secret, trials, tol)
-        if extra_trials is True and self.p.masked_trial:  # "layout": the re-check's padded layouts only
+        if masks and self.p.masked_trial:
             with self._spent("correctness.masked"):
                 self._check_masked(case, index, secret, trials + 1, tol)
         if not self._own(result.launched) or not self.defines_kernel:
@@ -371,7 +372,7 @@ def evaluate(judge: Judge, cases: list[Case], secret: int, trials: int, time_it:
                     # ones: a float16 sum of squares taken only once timed was right on those and passed (round 17,
                     # tests/cheats/round17_unsafe_once_timed.py)
                     judge.check_case(case, index, secret + 1, 2, CaseResult(case=case.id), first=1,
-                                     extra_trials="layout" if judge.p.recheck_layout else False)
+                                     layouts=judge.p.recheck_layout, masks=False)
             phase("recheck")
             if peak:
                 for result in ev.cases:
