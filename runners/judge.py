@@ -277,12 +277,14 @@ class Judge(TimingSteps, KernelShare):
                 f"random places of another)", "The baseline gives finite outputs on them, so a caller may mask that "
                 "way: keep a running maximum that is still -inf from turning into NaN")):
             return
-        # an op that takes -inf masks takes additive ones too: rows wholly and partly at the dtype's lowest finite
-        # value (Hugging Face's padding rows; round 17: zeros for a row all masked passed)
+        # an op that takes -inf masks takes additive ones too, padding rows wholly masked included (round 17). A row of
+        # one value ties everywhere, so not where the baseline returns indices (round 18: an honest top-2 breaking
+        # ties the other way was refused)
         gen = torch.Generator().manual_seed(trial_seed(secret, 85_000 + trial, index))
         lowest, changed = masked_rows(inputs, gen, keep=set(getattr(case, "strides", {}) or {}), lowest=True)
-        self._variant_trial(lowest, f"c{index}t{trial}l", finite, tol, (
-            f"rows of {', '.join(f'`{n}`' for n in changed)} masked with the dtype's lowest finite value (one "
+        self._variant_trial(lowest, f"c{index}t{trial}l", lambda out, w: finite(out, w) and all(
+            t.dtype.is_floating_point for t in flatten([out, list(w.values())]) if isinstance(t, torch.Tensor)), tol, (
+            f"rows of {', '.join(f'`{n}`' for n in changed)} masked with a large finite negative value (one "
             f"wholly, others over parts)", "The baseline gives finite outputs on them (a row whose every score is "
             "masked gets its answer too), so a caller may mask that way: keep rows all of whose scores are masked"))
 
@@ -366,11 +368,8 @@ def evaluate(judge: Judge, cases: list[Case], secret: int, trials: int, time_it:
             # screening, only a candidate that claims a speedup somewhere has anything to gain from that).
             if judge.p.window_every_case or faster:
                 for index, case in enumerate(cases):
-                    # the padded layouts too where the protocol says (a kernel that drops its strides once timed is
-                    # right on dense inputs); the masks were settled before timing. A later
-                    # trial's inputs (a drawn scale, a near-zero row and a row of large range), not trial 0's plain
-                    # ones: a float16 sum of squares taken only once timed was right on those and passed (round 17,
-                    # tests/cheats/round17_unsafe_once_timed.py)
+                    # a later trial's inputs, not trial 0's plain ones, and the padded layouts where the protocol
+                    # says: corner cuts taken only once timed were right on those and passed (round 17)
                     judge.check_case(case, index, secret + 1, 2, CaseResult(case=case.id), first=1,
                                      layouts=judge.p.recheck_layout, masks=False)
             phase("recheck")

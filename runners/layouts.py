@@ -171,10 +171,15 @@ def masked_rows(kwargs: dict, gen: torch.Generator, keep=(), lowest: bool = Fals
     walks it in, from either end), a masked run in the middle, -inf at about half its places. A tensor of one row
     gets the prefix or the suffix, drawn. Returns the new arguments and the names of those changed.
 
-    ``lowest``: the dtype's lowest finite value instead of -inf (an additive mask, as Hugging Face's attention adds
-    ``finfo.min``), and a row of it whole first (a padding row, every score masked: a softmax's answer there is
-    uniform, and a kernel that skips masked tiles can forget it; round 17)."""
+    ``lowest``: large finite negative values instead of -inf (an additive mask), and two rows of them whole first (a
+    padding row, every score masked: a softmax's answer there is uniform, and a kernel that skips masked tiles can
+    forget it; round 17): one at the dtype's lowest (``finfo.min``, as Hugging Face's attention adds), the other
+    rows at a value drawn from ``gen`` above it, -1e4 as older models add or a power of ten up to the dtype's range
+    (round 18: with ``finfo.min`` alone, a kernel that zeroed rows all at -1e4 passed)."""
     out, changed = dict(kwargs), []
+    if lowest:  # -1e4, or 10 ** u for u drawn in [4, the dtype's range less 0.05): never its lowest, once rounded
+        exact, u = bool(torch.randint(2, (1,), generator=gen, device=gen.device)), float(torch.rand(1, generator=gen,
+                                                                                                  device=gen.device))
     for name, t in kwargs.items():
         if (not isinstance(t, torch.Tensor) or not t.dtype.is_floating_point or t.dim() < 2 or t.shape[-1] < 4
                 or not t.numel() or name in keep):
@@ -184,8 +189,11 @@ def masked_rows(kwargs: dict, gen: torch.Generator, keep=(), lowest: bool = Fals
         span = (3 * n + 3) // 4
         first = int(torch.randint(2, (1,), generator=gen, device=gen.device)) if rows.shape[0] == 1 else 0
         patterns = [slice(0, span), slice(n - span, n), slice(n // 8, n // 8 + n // 2), None][first:]
+        fills = [float("-inf")] * len(patterns)
         if lowest:
-            patterns = [slice(0, n)] + patterns
+            least = float(torch.finfo(rows.dtype).min)
+            drawn = -1e4 if exact else -10.0 ** (4 + (math.log10(-least) - 4.05) * u)
+            patterns, fills = [slice(0, n), slice(0, n)] + patterns, [least] + [drawn] * (len(patterns) + 1)
         order = torch.randperm(rows.shape[0], generator=gen, device=gen.device).tolist()
         for j, r in enumerate(order[: 2 * len(patterns)]):
             cols = patterns[j % len(patterns)]
@@ -193,7 +201,7 @@ def masked_rows(kwargs: dict, gen: torch.Generator, keep=(), lowest: bool = Fals
                 cols = torch.rand(n, generator=gen, device=gen.device) < 0.5
                 cols[int(torch.randint(n, (1,), generator=gen, device=gen.device))] = False  # one stays finite
                 cols = cols.to(rows.device)
-            rows[r, cols] = torch.finfo(rows.dtype).min if lowest else float("-inf")
+            rows[r, cols] = fills[j % len(patterns)]
         out[name] = strided(rows.reshape(t.shape), list(t.stride()))
         changed.append(name)
     return out, changed

@@ -7,11 +7,10 @@ timing on trial 1, the checkpoints' outputs on another device).
    older Hugging Face models, -1e9 in many others), under which a padding row is, as at ``finfo.min``, the uniform
    distribution from the baseline. A softmax that writes zeros for a row whose maximum is at or below -10000 unless
    it is exactly ``finfo.min`` (``tests/cheats/round18_zeros_for_a_row_all_at_another_mask_value.py``) is right on
-   every row the judge draws and is accepted (strict xfail). Control: zeros on a row all at -10000, the baseline's
-   1/N; right on a row all at ``finfo.min``. Fix (suggested, not made: runners/ is not this round's): draw the
-   wholly masked row's value per trial from the secret (``finfo.min``, -10000, -1e9 where the dtype holds it, or a
-   large negative value of a drawn exponent), and the partly masked rows' too; a row all of one value is uniform
-   under any softmax, so nothing honest depends on which.
+   every row the judge drew and was accepted. Control: zeros on a row all at -10000, the baseline's 1/N; right on a
+   row all at ``finfo.min``. Closed after the round: a second wholly masked row and the partly masked ones take a
+   value drawn per trial above ``finfo.min`` (-1e4, or a power of ten up to the dtype's range); a row all of one
+   value is uniform under any softmax, so nothing honest depends on which.
 2. **The re-check after timing** (``check_case(..., secret + 1, 2, ..., first=1, ...)``): read, not attacked with a
    test. Its trial 1 is held to ``first_scales`` of the case, set by the correctness phase's trial 0 before timing
    (every case is checked before timing, so the key is there); ``result.launched`` is filled at ``trial == first``
@@ -31,9 +30,9 @@ timing on trial 1, the checkpoints' outputs on another device).
    first tie there. A top-2 over rows in Triton that takes the last index of a maximum where the baseline takes the
    first (both right: ``torch.topk`` does not fix the order of ties, and CPU and CUDA differ) is accepted on every
    earlier trial and refused by this one, at every seed tried (5-10): "output 1: 4 elements differ (exact match
-   required)" (two wholly masked rows of six, two indices each). Strict xfail. Fix (suggested): the finite-mask
-   trial holds the floating outputs only (an integer output there is a tie-break), or it leaves out the wholly
-   masked row where the baseline returns an integer output. (At float16 the ordinary trials already tie now and
+   required)" (two wholly masked rows of six, two indices each). Closed after the round: the finite-mask trial is
+   not asked where the baseline returns integer outputs (an index there is a tie-break). (At float16 the ordinary
+   trials already tie now and
    then: one of three seeds refused this candidate at trial 1, before any mask; not this round's change.)
 
 Runs on the interpreter; module fixtures, small shapes.
@@ -82,9 +81,10 @@ def test_a_row_all_at_minus_ten_thousand_is_zeros_and_one_all_at_finfo_min_is_no
     assert not compare_outputs(got, want, tol).ok
 
 
-@pytest.mark.xfail(strict=True, reason="hole: the finite-mask trial puts one fixed value, finfo.min; a kernel that "
-                                       "spares exactly it and zeros rows all at -10000 or -1e9 passes")
 def test_zeros_for_a_row_all_at_another_mask_value_are_refused(other_value_run):
+    """(Was a hole: the finite-mask trial put one fixed value, finfo.min, and a kernel that spared exactly it and
+    zeroed rows all at -10000 passed.) A second wholly masked row and the partly masked ones take a value drawn per
+    trial above finfo.min: -1e4, or a power of ten up to the dtype's range (runners/layouts.py ``masked_rows``)."""
     assert other_value_run.stage not in ("compile", "crashed", "baseline"), _summary(other_value_run)
     assert not other_value_run.ok and other_value_run.stage == "correctness", _summary(other_value_run)
 
@@ -180,10 +180,10 @@ def test_the_two_tie_breaks_agree_off_ties_and_differ_on_a_row_of_one_value(tmp_
 def test_the_top2_passes_every_trial_before_the_finite_mask_one(top2_run):
     """The candidate gets through both ordinary trials, the padded layouts and the -inf masks: what refuses it, if
     anything, is the finite-mask trial."""
-    assert top2_run.ok or "lowest finite value" in top2_run.error, _summary(top2_run)
+    assert top2_run.ok or "large finite negative value" in top2_run.error, _summary(top2_run)
 
 
-@pytest.mark.xfail(strict=True, reason="false refusal: the finite-mask trial's wholly masked row is a tie, and an "
-                                       "integer output (an index) is held to the baseline's tie-break exactly")
 def test_an_honest_top2_with_another_tie_break_is_accepted(top2_run):
+    """(Was a false refusal: the finite-mask trial's wholly masked row is a tie, and an integer output, an index, was
+    held to the baseline's tie-break exactly.) The trial is not asked where the baseline returns integers."""
     assert top2_run.ok, _summary(top2_run)
