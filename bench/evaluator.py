@@ -171,6 +171,7 @@ def part_d(count: int, save=lambda partial: None, protocol: str = "search", pref
                 sources.append(src)
         ev.evaluate(ev.baseline, seed=1)  # the oracle warm, as in a search
         rows = []
+        requests = trace_requests()  # where the evaluations' worker round trips go, by role, op and kind of trial
         pool = ThreadPoolExecutor(max_workers=1)
         t0 = time.perf_counter()
         for i, src in enumerate(sources):
@@ -189,7 +190,31 @@ def part_d(count: int, save=lambda partial: None, protocol: str = "search", pref
     return {"protocol": protocol, "prefetch": prefetch, "candidates": count, "wall_s": wall,
             "per_minute": 60 * count / wall, "mean_s": per, "phases_mean_s": phases,
             "overhead_beyond_compile_and_timing_s": per - phases["correctness"] - phases["timing"],
-            "rows": rows}
+            "requests_s_per_candidate": {k: round(v / count, 4) for k, v in sorted(requests.items())}, "rows": rows}
+
+
+def trace_requests() -> dict:
+    """Seconds spent waiting on worker replies, summed by role, op and kind of trial (``c3t1`` a trial, ``c3t2d``
+    the dense call of a layout trial, ``w`` a padded layout, ``m``/``l`` masked): a diagnosis of the judge's
+    process from the bench alone (the workers' own code is untouched)."""
+    import re
+
+    from runners.processes import WorkerProcess
+
+    spent: dict = {}
+    plain = WorkerProcess.request
+
+    def request(self, op: str, **fields) -> dict:
+        t = time.perf_counter()
+        try:
+            return plain(self, op, **fields)
+        finally:
+            kind = re.sub(r"[0-9]+", "", str(fields.get("tag", "")))
+            key = f"{self.role}.{op}.{kind}" if kind else f"{self.role}.{op}"
+            spent[key] = spent.get(key, 0.0) + time.perf_counter() - t
+
+    WorkerProcess.request = request
+    return spent
 
 
 def environment() -> dict:

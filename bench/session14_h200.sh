@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The next session's H200 calls (one GPU, nvidia-h200; carry [".whl"]): OUT=$OUT STEP=first|gpu|chk|d|a bash bench/session13_h200.sh
-# (The twelfth session had no device time left: its script, session12_h200.sh, never ran; its steps are here.)
+# The H200 calls (one GPU, nvidia-h200; carry [".whl"]): OUT=$OUT STEP=first|gpu|chk|d|a|first,d bash bench/session14_h200.sh
+# (The twelfth and thirteenth sessions had no device time left: their steps are here. STEP takes a comma list.)
 #   first: what the eleventh and twelfth sessions changed without a GPU: the ranged plan's blocks of rows captured on
 #          CUDA (bench/commit_check_gpu.py), the judge's checkpoints between the window's calls (captured with the
 #          calls, the fill not waiting for the device, round 4's two cheats and round 16's GPU forms);
@@ -12,12 +12,13 @@
 #          tried one layout a case);
 #   a:     (a) with the sample lead on every example kernel (RUNS, default 3; the eleventh session measured RMSNorm).
 source "$(dirname "$0")/device_setup.sh"
-case "${STEP:-first}" in
+for step in ${STEP//,/ }; do
+case "$step" in
   first)
     timeout 60 python3 bench/commit_check_gpu.py > "$OUT/commit-check.json" 2>&1; echo "commit check rc=$?"
     python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print({k: v for k, v in d.items() if k != 'checks'}, \
 all(d['checks'].values()))" "$OUT/commit-check.json"
-    timeout 480 $PYTEST tests/test_checkpoints.py tests/test_judge_attacks_round4.py tests/test_judge_attacks_round16.py \
+    timeout ${FIRST_S:-480} $PYTEST tests/test_checkpoints.py tests/test_judge_attacks_round4.py tests/test_judge_attacks_round16.py \
       -k "checkpoints or deferred or ahead or round16" > "$OUT/checkpoint-tests.txt" 2>&1
     echo "checkpoint tests rc=$?"; grep -E "^(FAILED|ERROR|XPASS)|passed|failed" "$OUT/checkpoint-tests.txt" | cut -c1-300 | tail -8
     ;;
@@ -35,9 +36,12 @@ all(d['checks'].values()))" "$OUT/commit-check.json"
     python3 -c "import json,sys; rows=json.load(open(sys.argv[1]))['d']['rows']
 for r in rows: print({k: round(v, 2) for k, v in r['phases'].items() if k.startswith(('correctness', 'timing'))})" \
       "$OUT/d-pipeline/evaluator.json"
+    python3 -c "import json,sys; d=json.load(open(sys.argv[1]))['d']; print(d['per_minute'], d['requests_s_per_candidate'])" \
+      "$OUT/d-pipeline/evaluator.json"
     ;;
   a)
     timeout 560 python3 bench/evaluator.py --out "$OUT/a-all" --parts a --runs "${RUNS:-3}" > "$OUT/a-all.txt" 2>&1
     echo "(a) rc=$?"; tail -30 "$OUT/a-all.txt" | cut -c1-300
     ;;
 esac
+done
