@@ -71,7 +71,11 @@ def part_a(runs: int, kernels: list[str], save=lambda partial: None, reference: 
             per_run.append({"_gpu": gpu_state(), **{c.case: {
                 "speedup": c.speedup, "claimed": claimed(c), "baseline_us": c.baseline_us, "judge_ratio": c.judge_ratio,
                 "spread": [c.baseline_spread, c.candidate_spread], "samples": c.samples,
-                "slots": c.slots, "reference_us": c.reference_us} for c in r.cases}})
+                "slots": c.slots, "reference_us": c.reference_us, "message": c.message,
+                # what runners/corroboration.py corroborate weighed (the walls, the oracle's parts, the slots): a
+                # credit rule can be replayed on them offline (bench/clock_credit.py)
+                "window_ms": c.window_ms, "window_parts": c.window_parts, "window_slots": c.window_slots}
+                for c in r.cases}})
             save({**out, name: {"runs": per_run}})  # each run kept, should the call be cut short
         good = [r for r in per_run if "error" not in r]
         cases = sorted({c for r in good for c in r if c != "_gpu"})

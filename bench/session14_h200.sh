@@ -40,7 +40,8 @@ for r in rows: print({k: round(v, 2) for k, v in r['phases'].items() if k.starts
       "$OUT/d-pipeline/evaluator.json"
     ;;
   a)
-    timeout 560 python3 bench/evaluator.py --out "$OUT/a-all" --parts a --runs "${RUNS:-3}" > "$OUT/a-all.txt" 2>&1
+    timeout "${A_S:-560}" python3 bench/evaluator.py --out "$OUT/a-all" --parts a --runs "${RUNS:-3}" \
+      ${KERNELS:+--kernels "$KERNELS"} > "$OUT/a-all.txt" 2>&1
     echo "(a) rc=$?"; tail -30 "$OUT/a-all.txt" | cut -c1-300
     ;;
 esac

@@ -323,7 +323,7 @@ class TimingSteps:
         for worker in (self.oracle, self.candidate):
             worker.request("release")
         result.window_ms = [round(w / 1000, 4) for w in walls_b + walls_c]
-        result.window_parts = parts_b
+        result.window_parts, result.window_slots = parts_b, count
         verdict = corroborate(walls_b, passes_b, walls_c, result.baseline_us, result.candidate_us,
                               p.corroboration_tolerance, p.clock_jitter_us, shaveable_b, count, leads_b, checks_b)
         if verdict.resolved:

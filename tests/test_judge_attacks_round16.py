@@ -418,12 +418,16 @@ def test_forged_traces_that_read_are_refused_not_a_crash():
 @pytest.mark.gpu
 @_needs_gpu
 def test_gpu_a_batcher_that_launches_when_its_output_is_read_is_refused(gpu_rms_evaluator):  # noqa: F811
-    """Prediction: as on the stand-in; inside the capture the subclass's ``__torch_function__`` is never called by a
-    checkpoint, and the layout's FOREIGN rows refuse it at the first round of the first decode case."""
+    """Refused at the first decode case. The prediction was the stand-in's reason (the layout's FOREIGN rows: a
+    ``torch.Tensor`` subclass). On the H200 (session 14) the cheat's own worker failed first, while the window was
+    captured with the checkpoints: an illegal memory access in its process (its grouped launch addresses slots the
+    window's bank does not lay out as it assumes), refused as the candidate's ("the judge's window could not be
+    prepared"). Either way the candidate's, at stage timing, and nothing credited."""
     ev = gpu_rms_evaluator.evaluate(_source("round16_flushes_when_its_output_is_read.py", GROUP="8"), seed=31,
                                     time_it=True, trials=2, static_policy=False, protocol="verify")
     assert ev.stage not in ("compile", "crashed", "baseline", "correctness", "kernel"), (ev.stage, ev.error[:400])
-    assert not ev.ok and "torch.Tensor subclass" in ev.error, (ev.stage, ev.error[:400])
+    assert not ev.ok and ev.stage == "timing" and ("torch.Tensor subclass" in ev.error or "the judge's window could "
+                                                   "not be prepared" in ev.error), (ev.stage, ev.error[:400])
 
 
 @pytest.mark.gpu

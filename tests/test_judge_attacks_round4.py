@@ -540,13 +540,17 @@ def _credited_nothing(ev, bound: float = 1.10) -> bool:
 @_needs_gpu
 @pytest.mark.parametrize("protocol", ["verify", "search"])
 def test_gpu_work_deferred_to_a_later_slot_earns_no_credit(gpu_rms_evaluator, protocol):
-    """As on the stand-in (section 3), the checkpoints refuse it (prediction, made without a GPU; before them the
-    prediction was about 3-4x claimed and corroborated at the decode cases)."""
+    """Refused at the first decode case under both protocols. On the H200 (session 14, bench/results/evaluator-h200/
+    session14/) the refusal names a shown slot, not a trace: the links overwrite a few values of the next call's
+    inputs after a checkpoint, and the group launched later reads them, so the pass's last outputs are already wrong
+    (7 of 4096 elements in the verify run, 2935 in the search run). The stand-in (section 3) names the traces. Before
+    the checkpoints it was predicted at about 3-4x claimed and corroborated at the decode cases."""
     ev = gpu_rms_evaluator.evaluate(_source("round4_batches_across_slots.py", GROUP="4"), seed=21, time_it=True,
                                     trials=2, static_policy=False, protocol=protocol)
     assert ev.stage not in ("compile", "crashed", "baseline", "correctness", "kernel"), _gpu_summary(ev)
     assert _credited_nothing(ev), _gpu_summary(ev)
-    assert not ev.ok and "checkpoints" in ev.error, _gpu_summary(ev)
+    assert not ev.ok and ev.stage == "timing" and ("checkpoints" in ev.error or "outputs of the timed calls are wrong"
+                                                   in ev.error), _gpu_summary(ev)
 
 
 @pytest.mark.gpu
