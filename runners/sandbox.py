@@ -21,6 +21,7 @@ import weakref
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
+from .autotune_pins import BaselinePins
 from .backends import get_backend
 from .backends.cuda import driver_version
 from .isolation import SECRET_NAME, Isolation
@@ -64,6 +65,7 @@ class Evaluator:
         self.spec = read_task(self.bundle)
         self.baseline = baseline_source(self.bundle, self.spec)
         self._baseline_files = read_baseline(self.bundle)
+        self._pins = BaselinePins(self.bundle)  # the baseline's autotune picks, once per bundle
         warm = host_imports(self.baseline, own=("ks_baseline", "ks_candidate"))
         device = self.backend.device if self.backend.timed else None
         self._preload = encode(self.spec.import_paths, warm, not self.backend.timed, device) \
@@ -131,7 +133,8 @@ class Evaluator:
             workdir=str(worker.workdir), import_paths=self.spec.import_paths, module_name=module_name,
             entry=self.spec.entry, interpret=not self.backend.timed,
             reference=self.spec.reference if reference else None,
-            reference_root=str(self.bundle / REFERENCE_DIR) if reference else None, compile=self.backend.timed)
+            reference_root=str(self.bundle / REFERENCE_DIR) if reference else None, compile=self.backend.timed,
+            pin=self._pins.state if package == "ks_baseline" and self.backend.timed else None)
 
     def _oracle_worker(self) -> WorkerProcess:
         if self._oracle is not None and self._oracle.alive() and self._oracle_info.get("ok"):
@@ -325,6 +328,8 @@ class Evaluator:
                 judge.defines_kernel = defines_triton_kernel(source)  # the launch record must agree with the code
                 judge.bystanders = [self._spare] if self._spare is not None else []
                 run_protocol(judge, cases, int(seed), trials or self.trials, time_it, reference, ev, self._peak)
+                if self.backend.timed:  # the oracle's picks kept for the bundle's later oracles; said where they held
+                    ev.notes += self._pins.after(judge.autotune, self._oracle_info.get("pinned"))
                 if ev.stage == "baseline":
                     ev.notes.append("harness-error")
         except (PeerTimeout, TimeoutError):

@@ -89,6 +89,8 @@ class Server:
         if req.get("interpret"):
             launches.pin_first_config(self.module)
         info = {"ok": True, "autotuned": {k: launches.config_names(t) for k, t in launches.autotuners(self.module).items()}}
+        if req.get("pin"):  # the oracle: the picks an earlier oracle of the bundle drew (runners/autotune_pins.py)
+            info["pinned"] = launches.pin(self.module, req["pin"])
         if req.get("reference"):
             info["reference"] = self._load_reference(Path(req["reference_root"]), req["reference"],
                                                      req.get("compile", False))
