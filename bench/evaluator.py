@@ -199,8 +199,8 @@ def part_d(count: int, save=lambda partial: None, protocol: str = "search", pref
 
 def trace_requests() -> dict:
     """Seconds spent waiting on worker replies, summed by role, op and kind of trial (``c3t1`` a trial, ``c3t2d``
-    the dense call of a layout trial, ``w`` a padded layout, ``m``/``l`` masked): a diagnosis of the judge's
-    process from the bench alone (the workers' own code is untouched)."""
+    the dense call of a layout trial, ``w`` a padded layout, ``m``/``l`` masked), and the parts of a call the worker
+    says it spent: a diagnosis of the judge's process from the bench."""
     import re
 
     from runners.processes import WorkerProcess
@@ -210,12 +210,18 @@ def trace_requests() -> dict:
 
     def request(self, op: str, **fields) -> dict:
         t = time.perf_counter()
+        reply = None
         try:
-            return plain(self, op, **fields)
+            reply = plain(self, op, **fields)
+            return reply
         finally:
             kind = re.sub(r"[0-9]+", "", str(fields.get("tag", "")))
             key = f"{self.role}.{op}.{kind}" if kind else f"{self.role}.{op}"
             spent[key] = spent.get(key, 0.0) + time.perf_counter() - t
+            # a call's parts in the worker (runners/worker.py ``spent``): reading the inputs, the call, writing the
+            # outputs, the commitments; the rest of the round trip is the pipe and the judge's side
+            for part, seconds in ((reply or {}).get("spent") or {}).items():
+                spent[f"{key}.{part}"] = spent.get(f"{key}.{part}", 0.0) + float(seconds)
 
     WorkerProcess.request = request
     return spent

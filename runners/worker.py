@@ -17,6 +17,7 @@ import json
 import os
 import signal
 import sys
+import time
 import traceback
 from pathlib import Path
 
@@ -126,8 +127,10 @@ class Server:
 
     def call(self, req: dict) -> dict:
         fn = self.reference if req.get("reference") else self.fn
+        t0 = time.perf_counter()  # where a call's time goes in this process (``spent``: said, never judged)
         kwargs = self._inputs(req["inputs"])
         before = {k: v.clone() for k, v in kwargs.items() if isinstance(v, torch.Tensor)}
+        t_in = time.perf_counter()
         if req.get("pin") and self.module is not None:
             pinned = launches.pin(self.module, req["pin"])
         else:
@@ -141,14 +144,18 @@ class Server:
         except Exception as exc:  # noqa: BLE001 - a kernel may raise anything
             return {"ok": False, "stage": "compile" if is_compile_error(exc) else "correctness",
                     "error": f"raised {type(exc).__name__}: {exc}", "traceback": short_traceback(exc)}
+        t1 = time.perf_counter()
         tag = req["tag"]
         written = {n: encode_value(self.outbox, f"{tag}-w-{n}", kwargs[n]) for n in req.get("written", [])
                    if isinstance(kwargs.get(n), torch.Tensor)}
         modified = [n for n, t in before.items() if n not in req.get("written", []) and not torch.equal(t, kwargs[n])]
-        reply = {"ok": True, "out": encode_value(self.outbox, f"{tag}-out", out), "written": written,
+        encoded = encode_value(self.outbox, f"{tag}-out", out)
+        t2 = time.perf_counter()
+        reply = {"ok": True, "out": encoded, "written": written,
                  "out_sum": commitments([out])[0], "input_sums": {k: commitments([v])[0] for k, v in before.items()},
                  "modified": modified, "launched": sorted({f"{m}:{k}" for m, k in launched}), "pinned": pinned,
                  "aliased": aliased_outputs(out, kwargs)}
+        reply["spent"] = {"inputs": t_in - t0, "call": t1 - t_in, "outputs": t2 - t1, "sums": time.perf_counter() - t2}
         if self.module is not None:
             reply["autotune"] = launches.autotune_state(self.module)
         return reply
