@@ -18,14 +18,12 @@ into plain tensors (runners/wire.py). The steps, per evaluation:
 """
 from __future__ import annotations
 
-import os
-import shutil
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
+from .exchange import Exchange, clear_folder
 from .compare import compare_outputs, flatten, output_scale, output_scales
 from .inputs import make_inputs
 from .layouts import layouts_to_try, masked_rows, row_padded, same_layout
@@ -34,54 +32,10 @@ from .kernel_share import KernelShare, borrowed_name
 from .protocol import Protocol, Refusal, commitment_of, meta_nbytes, moved_bytes, nbytes_of, trial_seed
 from .results import CaseResult, Evaluation
 from .task import Case, TaskSpec
-from .wire import decode_value, describe_structure, encode_value, structure, tensor_layouts, unsupported
+from .wire import decode_value, describe_structure, structure, tensor_layouts, unsupported
 
 __all__ = ["Corroboration", "Exchange", "Judge", "MAX_PLAUSIBLE_SPEEDUP", "Protocol", "Refusal", "corroborate",
            "evaluate", "implausible", "trial_seed"]
-
-
-@dataclass
-class Exchange:
-    """The judge's folder of input files; workers read it, and each writes outputs to its own outbox."""
-
-    root: Path
-    counter: int = 0
-
-    def write_inputs(self, kwargs: dict) -> dict:
-        self.counter += 1
-        metas = {}
-        for name, value in kwargs.items():
-            metas[name] = encode_value(self.root, f"in{self.counter}-{name}", value, storage=True)
-        return metas
-
-    def clear(self) -> None:
-        clear_folder(self.root)
-
-
-def clear_folder(folder: Path) -> None:
-    """Empty a folder a worker may have written: files, and whatever else was left there (folders, FIFOs,
-    links), so that nothing planted jams a later evaluation. Everything goes through a descriptor of the folder
-    opened without following a link: a worker that swapped its outbox for a link to another folder made the
-    judge empty that folder instead (tests/test_judge_attacks_round3.py). Such a link is removed, never entered."""
-    nofollow = getattr(os, "O_NOFOLLOW", 0)
-    try:
-        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | nofollow)
-    except OSError:
-        if os.path.islink(folder):
-            os.unlink(folder)  # a link planted in place of the folder: gone, and nothing it pointed at touched
-            os.mkdir(folder, 0o755)
-        return
-    try:
-        for entry in os.scandir(fd):
-            try:
-                if entry.is_dir(follow_symlinks=False):
-                    shutil.rmtree(entry.name, dir_fd=fd, ignore_errors=True)
-                else:
-                    os.unlink(entry.name, dir_fd=fd)
-            except FileNotFoundError:
-                pass
-    finally:
-        os.close(fd)
 
 
 class Judge(TimingSteps, KernelShare):
@@ -97,6 +51,7 @@ class Judge(TimingSteps, KernelShare):
         # outputs are held as a whole against them (round 8: zeros under the absolute tolerance)
         self.first_scales: dict[str, list] = {}
         self.defines_kernel = True  # the module defines a @triton.jit function (set by the evaluator)
+        self.concurrent = False  # a trial's two calls at once (set by the evaluator where the uid wall stands)
         self.spent: dict[str, float] = {}  # seconds per part of the timing phase (``timing.*`` in the phases) and of
         # the correctness trials (``correctness.*``, the re-check's trials included)
         self.unclocked: list = []  # screening: (case, index, result) sampled without the judge's clock
@@ -111,6 +66,9 @@ class Judge(TimingSteps, KernelShare):
 
     def _oracle_call(self, metas: dict, tag: str, inputs: dict, reference: bool = False):
         reply = self.oracle.request("call", inputs=metas, tag=tag, written=self.spec.written, reference=reference)
+        return self._oracle_reply(reply, inputs, reference)
+
+    def _oracle_reply(self, reply: dict, inputs: dict, reference: bool = False):
         if not reply.get("ok"):
             raise Refusal("baseline", f"the baseline itself failed on these inputs: {reply.get('error')}\n"
                                       f"{reply.get('traceback', '')}")
@@ -137,6 +95,9 @@ class Judge(TimingSteps, KernelShare):
     def _candidate_call(self, metas: dict, tag: str, ref_reply: dict, poison: int):
         reply = self.candidate.request("call", inputs=metas, tag=tag, written=self.spec.written,
                                        pin=self.autotune, poison_bytes=poison)
+        return self._candidate_reply(reply, ref_reply)
+
+    def _candidate_reply(self, reply: dict, ref_reply: dict):
         if not reply.get("ok"):
             stage = reply.get("stage") if reply.get("stage") in ("compile", "correctness") else "correctness"
             raise Refusal(stage, f"{reply.get('error')}\n{reply.get('traceback', '')}".strip())
@@ -157,6 +118,33 @@ class Judge(TimingSteps, KernelShare):
         self._clear_outbox(self.candidate)
         return reply, out, written
 
+    def _trial_calls(self, metas: dict, tag: str, inputs: dict, case: Case):
+        """A trial's two calls on the same input files: the oracle's, then the candidate's (its poison sized by the
+        oracle's outputs). Under the uid wall (``concurrent``: the candidate's user cannot read the oracle's folder,
+        runners/isolation.py) both run at once where this oracle has answered the case before and autotunes
+        nothing (the candidate is pinned to the oracle's choices as they stood before the call); the replies are
+        both received before either is read, so a refusal leaves no reply in a pipe. On the H200 the oracle's
+        trials were 0.7 s of a screening (bench/results/evaluator-h200/session14/)."""
+        seen = self.oracle.cache.setdefault("out_bytes", {})
+        if not (self.concurrent and case.id in seen and self.oracle.cache.get("autotuned") is False):
+            with self._spent("correctness.oracle"):
+                ref_reply, ref, ref_written = self._oracle_call(metas, tag, inputs)
+            with self._spent("correctness.candidate"):
+                calls = (ref_reply, ref, ref_written,
+                         *self._candidate_call(metas, tag, ref_reply, 2 * nbytes_of(ref) + (1 << 20)))
+        else:
+            poison = 2 * max(seen[case.id], nbytes_of(inputs)) + (1 << 20)
+            with self._spent("correctness.both"):
+                self.oracle.send("call", inputs=metas, tag=tag, written=self.spec.written, reference=False)
+                self.candidate.send("call", inputs=metas, tag=tag, written=self.spec.written, pin=self.autotune,
+                                    poison_bytes=poison)
+                ref_reply, cand_reply = self.oracle.receive(), self.candidate.receive()
+                ref_reply, ref, ref_written = self._oracle_reply(ref_reply, inputs)
+                calls = (ref_reply, ref, ref_written, *self._candidate_reply(cand_reply, ref_reply))
+        seen[case.id] = max(seen.get(case.id, 0), nbytes_of(ref))
+        self.oracle.cache["autotuned"] = bool(self.autotune)
+        return calls
+
     def _own(self, launched: list[str]) -> list[str]:
         return [k for k in launched if k.split(":")[0] == self.package or k.startswith(self.package + ".")]
 
@@ -174,11 +162,7 @@ class Judge(TimingSteps, KernelShare):
             with self._spent("correctness.inputs"):
                 inputs = make_inputs(self.spec.args, case, self.device, trial_seed(secret, trial, index), trial)
                 metas = self.exchange.write_inputs(inputs)
-            with self._spent("correctness.oracle"):
-                ref_reply, ref, ref_written = self._oracle_call(metas, f"c{index}t{trial}", inputs)
-            poison = 2 * nbytes_of(ref) + (1 << 20)
-            with self._spent("correctness.candidate"):
-                reply, out, written = self._candidate_call(metas, f"c{index}t{trial}", ref_reply, poison)
+            ref_reply, ref, ref_written, reply, out, written = self._trial_calls(metas, f"c{index}t{trial}", inputs, case)
             self.exchange.clear()
             names = list(self.spec.written)
             both = [ref, [ref_written.get(n) for n in names]]

@@ -136,13 +136,21 @@ class WorkerProcess:
     def request(self, op: str, **fields) -> dict:
         """Send one request and wait for its reply until the evaluation's deadline. Every reply must echo the
         request's sequence number: a reply slipped into the pipe out of turn is a protocol error."""
-        left = None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
+        self.send(op, **fields)
+        return self.receive()
+
+    def send(self, op: str, **fields) -> None:
+        """The first half of ``request``: the judge may send to both workers before it waits for either."""
         self.seq += 1
         self.failed = True  # until a well-formed reply arrives: a broken channel is this worker's
         try:
             self.channel.send({"op": op, "seq": self.seq, **fields})
         except (BrokenPipeError, OSError):
             raise PeerGone() from None
+
+    def receive(self) -> dict:
+        """The reply to the request sent last, until the evaluation's deadline."""
+        left = None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
         reply = self.channel.recv(left)
         if reply.get("seq") != self.seq:
             raise WireError(f"reply out of turn (sequence {reply.get('seq')!r}, expected {self.seq})")

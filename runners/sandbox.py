@@ -91,6 +91,7 @@ class Evaluator:
         if self.isolation.active:  # the candidates' users may enter the root and read the exchange, nothing else
             os.chmod(self.root, 0o711)
             os.chmod(self.exchange.root, 0o755)
+        self.pair_trials = False  # tests: a trial's two calls at once without the uid wall (runners/judge.py)
         self._use_spare = spare
         self._spare: WorkerProcess | None = None
         self._oracle: WorkerProcess | None = None
@@ -326,6 +327,7 @@ class Evaluator:
                 judge = Judge(self.spec, self.backend, oracle, candidate, self.exchange, self.backend.device,
                               self.protocol if protocol == "verify" else self.search_protocol)
                 judge.defines_kernel = defines_triton_kernel(source)  # the launch record must agree with the code
+                judge.concurrent = self.isolation.active or self.pair_trials  # the oracle's folder out of reach
                 judge.bystanders = [self._spare] if self._spare is not None else []
                 run_protocol(judge, cases, int(seed), trials or self.trials, time_it, reference, ev, self._peak)
                 if self.backend.timed:  # the oracle's picks kept for the bundle's later oracles; said where they held

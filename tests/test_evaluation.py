@@ -48,3 +48,34 @@ def test_implausible_results_are_quarantined():
     assert "above the measured peak" in implausible(case(150, 100, big), peak, l2)
     small = 8 << 20  # the same bandwidth from L2-resident data is believable
     assert implausible(case(1.2, 0.8, small), peak, l2) == ""
+
+
+def test_a_trials_two_calls_run_at_once_behind_the_uid_wall(rms_bundle):
+    """runners/judge.py ``_trial_calls``: once the oracle has answered a case (and autotunes nothing), a trial sends
+    both calls before it waits for either, where the candidate's user cannot read the oracle's folder (here forced
+    with ``pair_trials`` where this machine has no uid wall); the verdicts are the sequential ones (the same bits),
+    and a wrong kernel is still refused on the paired trials."""
+    from runners.sandbox import Evaluator
+
+    with Evaluator(rms_bundle, "interpret", timeout=120, trials=2) as ev:
+        ev.pair_trials = True
+        first = ev.evaluate(ev.baseline, seed=5)
+        second = ev.evaluate(ev.baseline, seed=6)
+        wrong = ev.evaluate(ev.baseline.replace("rstd = ", "rstd = 1.05 * "), seed=7)
+        crash = ev.evaluate(ev.baseline.replace("rstd = ", "rstd = 1 / 0 + "), seed=8)
+        after = ev.evaluate(ev.baseline, seed=9)  # nothing left in a pipe by the refusals
+    assert first.ok and second.ok and after.ok, (first.error, second.error, after.error)
+    assert first.phases.get("correctness.oracle", 0) > 0  # a case's first trial: one call after the other
+    assert second.phases.get("correctness.both", 0) > 0 and "correctness.oracle" not in second.phases, second.phases
+    assert all(c.err_ratio == 0 for c in second.cases)
+    assert not wrong.ok and wrong.stage == "correctness", (wrong.stage, wrong.error)
+    assert not crash.ok and crash.stage in ("compile", "correctness"), (crash.stage, crash.error)
+
+
+def test_without_the_uid_wall_a_trials_calls_stay_one_after_the_other(rms_evaluator):
+    """Under one user a candidate could read the oracle's outputs while both run: no pairing then."""
+    if rms_evaluator.isolation.active:
+        return  # the wall stands here: pairing is right (the test above)
+    ev = rms_evaluator.evaluate(rms_evaluator.baseline, seed=11)
+    again = rms_evaluator.evaluate(rms_evaluator.baseline, seed=12)
+    assert ev.ok and again.ok and "correctness.both" not in again.phases, again.phases
