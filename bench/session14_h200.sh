@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The H200 calls (one GPU, nvidia-h200; carry [".whl"]): OUT=$OUT STEP=first|gpu|chk|d|a|first,d bash bench/session14_h200.sh
+# The H200 calls (one GPU, nvidia-h200; carry [".whl"]): OUT=$OUT STEP=first|gpu|chk|d|dshort|pins|a|first,d bash bench/session14_h200.sh
 # (The twelfth and thirteenth sessions had no device time left: their steps are here. STEP takes a comma list.)
 #   first: what the eleventh and twelfth sessions changed without a GPU: the ranged plan's blocks of rows captured on
 #          CUDA (bench/commit_check_gpu.py), the judge's checkpoints between the window's calls (captured with the
@@ -38,6 +38,17 @@ for r in rows: print({k: round(v, 2) for k, v in r['phases'].items() if k.starts
       "$OUT/d-pipeline/evaluator.json"
     python3 -c "import json,sys; d=json.load(open(sys.argv[1]))['d']; print(d['per_minute'], d['requests_s_per_candidate'])" \
       "$OUT/d-pipeline/evaluator.json"
+    ;;
+  dshort)  # (d) on a few candidates with the worker's parts of each call, the trials paired behind the uid wall
+    timeout "${D_S:-90}" python3 bench/evaluator.py --out "$OUT/d-short" --parts d --candidates "${CANDIDATES:-3}" \
+      > "$OUT/d-short.txt" 2>&1; echo "(d) rc=$?"
+    python3 -c "import json,sys; d=json.load(open(sys.argv[1]))['d']; print(round(d['per_minute'], 2), round(d['mean_s'], 2),
+{k: round(v, 2) for k, v in d['phases_mean_s'].items() if k.startswith('correctness')}); r=d['requests_s_per_candidate']
+print({k: v for k, v in r.items() if '.call.' in k})" "$OUT/d-short/evaluator.json"
+    ;;
+  pins)
+    timeout "${PINS_S:-50}" $PYTEST tests/test_autotune_judge.py -k gpu > "$OUT/pins.txt" 2>&1
+    echo "pins rc=$?"; grep -E "^(FAILED|ERROR)|passed|failed|^E " "$OUT/pins.txt" | cut -c1-300 | tail -6
     ;;
   a)
     timeout "${A_S:-560}" python3 bench/evaluator.py --out "$OUT/a-all" --parts a --runs "${RUNS:-3}" \
