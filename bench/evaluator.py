@@ -206,24 +206,34 @@ def trace_requests() -> dict:
     from runners.processes import WorkerProcess
 
     spent: dict = {}
-    plain = WorkerProcess.request
+    plain_request, plain_send, plain_receive = WorkerProcess.request, WorkerProcess.send, WorkerProcess.receive
 
-    def request(self, op: str, **fields) -> dict:
+    def key_of(role: str, op: str, fields: dict) -> str:
+        kind = re.sub(r"[0-9]+", "", str(fields.get("tag", "")))
+        return f"{role}.{op}.{kind}" if kind else f"{role}.{op}"
+
+    def request(self, op: str, **fields) -> dict:  # the round trip's wall (a paired trial's are in its phase)
         t = time.perf_counter()
-        reply = None
         try:
-            reply = plain(self, op, **fields)
-            return reply
+            return plain_request(self, op, **fields)
         finally:
-            kind = re.sub(r"[0-9]+", "", str(fields.get("tag", "")))
-            key = f"{self.role}.{op}.{kind}" if kind else f"{self.role}.{op}"
+            key = key_of(self.role, op, fields)
             spent[key] = spent.get(key, 0.0) + time.perf_counter() - t
-            # a call's parts in the worker (runners/worker.py ``spent``): reading the inputs, the call, writing the
-            # outputs, the commitments; the rest of the round trip is the pipe and the judge's side
-            for part, seconds in ((reply or {}).get("spent") or {}).items():
-                spent[f"{key}.{part}"] = spent.get(f"{key}.{part}", 0.0) + float(seconds)
 
-    WorkerProcess.request = request
+    def send(self, op: str, **fields) -> None:
+        self._trace_key = key_of(self.role, op, fields)
+        return plain_send(self, op, **fields)
+
+    def receive(self) -> dict:
+        # a call's parts in the worker (runners/worker.py ``spent``): reading the inputs, the call, writing the
+        # outputs, the commitments; the rest of the round trip is the pipe and the judge's side
+        reply = plain_receive(self)
+        key = getattr(self, "_trace_key", "?")
+        for part, seconds in (reply.get("spent") or {}).items():
+            spent[f"{key}.{part}"] = spent.get(f"{key}.{part}", 0.0) + float(seconds)
+        return reply
+
+    WorkerProcess.request, WorkerProcess.send, WorkerProcess.receive = request, send, receive
     return spent
 
 
