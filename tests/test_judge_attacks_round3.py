@@ -141,14 +141,19 @@ def test_the_search_does_not_credit_a_hidden_slowdown(parity_claims):
 # (Was a hole: runners/wire.py read_tensor resolved the path, and Path.resolve raises RuntimeError on a symlink loop
 # on Python 3.11, which left Evaluator.evaluate as an exception. Files are now opened by name in a descriptor of
 # the folder.)
-def test_a_symlink_loop_in_a_reply_is_a_protocol_error(rms_evaluator):
-    ev = rms_evaluator.evaluate(_source("symlink_loop_reply.py"), seed=5, time_it=False, trials=1,
-                                static_policy=False)
+@pytest.fixture(scope="module")
+def symlink_loop(rms_evaluator):
+    """The symlink loop, evaluated once for both tests below."""
+    return rms_evaluator.evaluate(_source("symlink_loop_reply.py"), seed=5, time_it=False, trials=1,
+                                  static_policy=False)
+
+
+def test_a_symlink_loop_in_a_reply_is_a_protocol_error(symlink_loop):
+    ev = symlink_loop
     assert ev.stage == "crashed" and "broke the protocol" in ev.error, (ev.stage, ev.error)
 
 
-def test_the_evaluator_works_after_a_symlink_loop(rms_evaluator):
-    rms_evaluator.evaluate(_source("symlink_loop_reply.py"), seed=5, time_it=False, trials=1, static_policy=False)
+def test_the_evaluator_works_after_a_symlink_loop(rms_evaluator, symlink_loop):
     again = rms_evaluator.evaluate(rms_evaluator.baseline, seed=6, time_it=False, trials=1)
     assert again.ok, again.error
 
