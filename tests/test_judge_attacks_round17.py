@@ -98,7 +98,7 @@ def embed_bundle(tmp_path_factory):
 def embed_runs(embed_bundle) -> dict:
     from runners.sandbox import Evaluator
 
-    with Evaluator(embed_bundle, "interpret", timeout=120, trials=3, spare=False) as ev:
+    with Evaluator(embed_bundle, "interpret", timeout=120, trials=3) as ev:
         return {"baseline": ev.evaluate(ev.baseline, seed=2, time_it=False),
                 "cheat": ev.evaluate(_source(LAST_ID), seed=3, time_it=False, static_policy=False)}
 
@@ -283,7 +283,7 @@ _SOFTMAX_MODULE = "tinyserve/kernels/softmax.py"
 def masked_run(softmax_bundle):  # noqa: F811
     from runners.sandbox import Evaluator
 
-    with Evaluator(softmax_bundle, "interpret", timeout=120, trials=2, spare=False) as ev:
+    with Evaluator(softmax_bundle, "interpret", timeout=120, trials=2) as ev:
         return ev.evaluate(_source(ALL_MASKED), seed=172, time_it=False, static_policy=False)
 
 

@@ -58,7 +58,7 @@ _SOFTMAX_MODULE = "tinyserve/kernels/softmax.py"
 def other_value_run(softmax_bundle):  # noqa: F811
     from runners.sandbox import Evaluator
 
-    with Evaluator(softmax_bundle, "interpret", timeout=120, trials=2, spare=False) as ev:
+    with Evaluator(softmax_bundle, "interpret", timeout=120, trials=2) as ev:
         return ev.evaluate(_source(OTHER_VALUE), seed=172, time_it=False, static_policy=False)
 
 
@@ -152,7 +152,7 @@ def top2_run(tmp_path_factory):
     bundle = one_module_bundle(tmp_path_factory.mktemp("r18-top2"), "rows/top2.py", FIRST, kernel="top2",
                                entry="top2", args=[ArgSpec("x", shape=["T", "N"])],
                                cases=[Case(symbols={"T": 6, "N": 64}, dtype="float32")])
-    with Evaluator(bundle, "interpret", timeout=120, trials=2, spare=False) as ev:
+    with Evaluator(bundle, "interpret", timeout=120, trials=2) as ev:
         return ev.evaluate(LAST, seed=6, time_it=False, static_policy=False)
 
 

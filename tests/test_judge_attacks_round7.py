@@ -101,7 +101,7 @@ def rstd_runs(tmp_path_factory) -> dict:
     from runners.sandbox import Evaluator
 
     bundle = norm_bundle(tmp_path_factory.mktemp("r7-norm"))
-    with Evaluator(bundle, "interpret", timeout=120, trials=1, spare=False) as ev:
+    with Evaluator(bundle, "interpret", timeout=120, trials=1) as ev:
         return {"bundle": bundle, "baseline": ev.evaluate(ev.baseline, seed=71, time_it=False),
                 "cheat": ev.evaluate(_source(RSTD), seed=72, time_it=False, static_policy=False),
                 "dict": ev.evaluate(_source(DICT), seed=73, time_it=False, static_policy=False)}
@@ -508,7 +508,7 @@ def out_of_place_run(tmp_path_factory) -> dict:
     spec = task_spec("fused_add_rms_norm", load_config(sglite).kernels["fused_add_rms_norm"], "interpret")
     bundle = tmp_path_factory.mktemp("r7-sglite")
     build_bundle(sglite, spec, bundle)
-    with Evaluator(bundle, "interpret", timeout=120, trials=1, spare=False) as ev:
+    with Evaluator(bundle, "interpret", timeout=120, trials=1) as ev:
         return {"bundle": bundle, "spec": spec,
                 "cheat": ev.evaluate(_source(OUT_OF_PLACE), seed=76, time_it=False, static_policy=False)}
 
@@ -565,7 +565,7 @@ def row_runs(softmax_bundle, tmp_path_factory) -> dict:
     task["cases"] = [{**task["cases"][0], "symbols": {"M": 1, "N": 200}},
                      {**task["cases"][0], "symbols": {"M": 6, "N": 200}}]
     (bundle / "task.yaml").write_text(yaml.safe_dump(task, sort_keys=False))
-    with Evaluator(bundle, "interpret", timeout=120, trials=3, spare=False) as ev:
+    with Evaluator(bundle, "interpret", timeout=120, trials=3) as ev:
         return {"decode": ev.evaluate(_source(DECODE), seed=81, time_it=False, static_policy=False),
                 "positions": ev.evaluate(_source(POSITIONS), seed=84, time_it=False, static_policy=False),
                 "masks": ev.evaluate(_source(MASKS), seed=85, time_it=False, static_policy=False)}

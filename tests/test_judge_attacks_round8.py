@@ -71,7 +71,7 @@ def _baseline_and_cheat(bundle, cheat: str, seed: int, trials: int) -> dict:
     """The baseline and a cheat judged for correctness (untimed) by one evaluator on the interpreter."""
     from runners.sandbox import Evaluator
 
-    with Evaluator(bundle, "interpret", timeout=120, trials=trials, spare=False) as ev:
+    with Evaluator(bundle, "interpret", timeout=120, trials=trials) as ev:
         return {"baseline": ev.evaluate(ev.baseline, seed=seed, time_it=False),
                 "cheat": ev.evaluate(_source(cheat), seed=seed + 1, time_it=False, static_policy=False)}
 

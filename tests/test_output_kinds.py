@@ -41,8 +41,7 @@ def _bundle(dest, returns: str):
 
 
 def test_a_baseline_that_returns_what_cannot_be_compared_is_refused_at_the_baseline(tmp_path):
-    with Evaluator(_bundle(tmp_path, "types.SimpleNamespace(y=y)"), "interpret", timeout=120, trials=1,
-                   spare=False) as ev:
+    with Evaluator(_bundle(tmp_path, "types.SimpleNamespace(y=y)"), "interpret", timeout=120, trials=1) as ev:
         r = ev.evaluate(ev.baseline, seed=1, time_it=False)
     assert not r.ok and r.stage == "baseline" and "SimpleNamespace" in r.error and "cannot compare" in r.error, (
         r.stage, r.error)
@@ -53,8 +52,7 @@ _DICT = '{"y": y, "count": x.numel()}'
 
 @pytest.fixture(scope="module")
 def dict_evaluator(tmp_path_factory):
-    with Evaluator(_bundle(tmp_path_factory.mktemp("dict"), _DICT), "interpret", timeout=120, trials=1,
-                   spare=False) as ev:
+    with Evaluator(_bundle(tmp_path_factory.mktemp("dict"), _DICT), "interpret", timeout=120, trials=1) as ev:
         yield ev
 
 
@@ -107,7 +105,7 @@ def test_a_dtype_argument_reaches_the_entry_as_a_dtype(tmp_path):
     assert config_scalar("torch.float16") is torch.float16 and config_scalar("torch.nope") == "torch.nope"
     assert make_inputs(args, case, "cpu", 1)["out_dtype"] is torch.float16
     assert all(s["out_dtype"] is torch.float16 for s in SlotBank(args, case, "cpu", 3).slots)
-    with Evaluator(tmp_path, "interpret", timeout=120, trials=1, spare=False) as ev:
+    with Evaluator(tmp_path, "interpret", timeout=120, trials=1) as ev:
         base = ev.evaluate(ev.baseline, seed=1, time_it=False)
         wrong = ev.evaluate(ev.baseline.replace("return y, out_dtype", "return y, torch.float32"), seed=2,
                             time_it=False)
