@@ -18,6 +18,7 @@ into plain tensors (runners/wire.py). The steps, per evaluation:
 """
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 
@@ -121,13 +122,17 @@ class Judge(TimingSteps, KernelShare):
     def _trial_calls(self, metas: dict, tag: str, inputs: dict, case: Case):
         """A trial's two calls on the same input files: the oracle's, then the candidate's (its poison sized by the
         oracle's outputs). Under the uid wall (``concurrent``: the candidate's user cannot read the oracle's folder,
-        runners/isolation.py) both run at once where this oracle has answered the case before and autotunes
-        nothing (the candidate is pinned to the oracle's choices as they stood before the call); the replies are
-        both received before either is read, so a refusal leaves no reply in a pipe. On the H200 the oracle's
-        trials were 0.7 s of a screening (bench/results/evaluator-h200/session14/)."""
+        runners/isolation.py) both run at once where this oracle has answered the case before, no argument is a
+        drawn range (its output size is then the one seen) and no module of the baseline autotunes (round 19). The
+        candidate's request goes first and both replies are received before either is read, so a candidate gone
+        at the send is the candidate's and a refusal leaves no reply in a pipe. Where the oracle may autotune (a
+        case it has not answered, a baseline with autotuners) the candidate is stopped during its call, so that no
+        pick the bundle keeps (runners/autotune_pins.py) is timed beside a candidate's work. On the H200 the
+        oracle's trials were 0.7 s of a screening (bench/results/evaluator-h200/session14/)."""
         seen = self.oracle.cache.setdefault("out_bytes", {})
-        if not (self.concurrent and case.id in seen and self.oracle.cache.get("autotuned") is False):
-            with self._spent("correctness.oracle"):
+        tunes = self.oracle.cache.get("autotuned") is not False or case.id not in seen
+        if tunes or not self.concurrent or any(a.range for a in self.spec.args):
+            with self._spent("correctness.oracle"), (self._alone(self.oracle) if tunes else contextlib.nullcontext()):
                 ref_reply, ref, ref_written = self._oracle_call(metas, tag, inputs)
             with self._spent("correctness.candidate"):
                 calls = (ref_reply, ref, ref_written,
@@ -135,14 +140,14 @@ class Judge(TimingSteps, KernelShare):
         else:
             poison = 2 * max(seen[case.id], nbytes_of(inputs)) + (1 << 20)
             with self._spent("correctness.both"):
-                self.oracle.send("call", inputs=metas, tag=tag, written=self.spec.written, reference=False)
                 self.candidate.send("call", inputs=metas, tag=tag, written=self.spec.written, pin=self.autotune,
                                     poison_bytes=poison)
+                self.oracle.send("call", inputs=metas, tag=tag, written=self.spec.written, reference=False)
                 ref_reply, cand_reply = self.oracle.receive(), self.candidate.receive()
                 ref_reply, ref, ref_written = self._oracle_reply(ref_reply, inputs)
                 calls = (ref_reply, ref, ref_written, *self._candidate_reply(cand_reply, ref_reply))
         seen[case.id] = max(seen.get(case.id, 0), nbytes_of(ref))
-        self.oracle.cache["autotuned"] = bool(self.autotune)
+        self.oracle.cache["autotuned"] = bool(self.autotune) or ref_reply.get("tuners") != 0
         return calls
 
     def _own(self, launched: list[str]) -> list[str]:

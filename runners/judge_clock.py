@@ -59,8 +59,9 @@ class TimingSteps:
         p = self.p
         count = self._slot_count(case, p.slot_us, p.slot_bytes, p.max_slots)
         bank = self._bank_request(case, count, trial_seed(secret, 20_000, index))
-        with self._spent("timing.prepare"):
-            rb = self.oracle.request("prepare_timing", which="sample", **bank)
+        with self._spent("timing.prepare"):  # each side alone: the oracle may autotune here (new keys, round 19)
+            with self._alone(self.oracle):
+                rb = self.oracle.request("prepare_timing", which="sample", **bank)
             rc = self.candidate.request("prepare_timing", which="sample", **bank) if rb.get("ok") else {}
         if not rb.get("ok"):
             raise Refusal("baseline", f"the baseline could not be timed: {rb.get('error')}")
@@ -227,7 +228,7 @@ class TimingSteps:
         bank["written"] = list(self.spec.written)
         bank["checkpoints"] = checkpoints.draw(self.spec, case, count, p, trial_seed(secret, 45_000, index))
         for worker in (self.oracle, self.candidate):
-            with self._spent("timing.window_prepare"):
+            with self._spent("timing.window_prepare"), self._alone(worker):  # the oracle may autotune here
                 reply = worker.request("prepare_timing", which="window", **bank)
             if not reply.get("ok"):
                 raise Refusal("timing" if worker is self.candidate else "baseline",

@@ -69,6 +69,16 @@ def autotuners(module: ModuleType) -> dict[str, Autotuner]:
     return found
 
 
+def package_tuners(package: str) -> int:
+    """Autotuned kernels at module level anywhere in ``package`` (the entry's module and its helpers): the judge pairs a
+    trial's calls only where the baseline autotunes nothing (runners/judge.py ``_trial_calls``)."""
+    import sys
+
+    mods = [m for name, m in list(sys.modules.items()) if m is not None and (name == package
+                                                                              or name.startswith(package + "."))]
+    return sum(len(autotuners(m)) for m in mods)
+
+
 def config_names(tuner: Autotuner) -> list[str]:
     return [str(c) for c in tuner.configs]
 

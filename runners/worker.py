@@ -155,6 +155,7 @@ class Server:
                  "out_sum": commitments([out])[0], "input_sums": {k: commitments([v])[0] for k, v in before.items()},
                  "modified": modified, "launched": sorted({f"{m}:{k}" for m, k in launched}), "pinned": pinned,
                  "aliased": aliased_outputs(out, kwargs)}
+        reply["tuners"] = launches.package_tuners(self.package) if self.package else 0
         reply["spent"] = {"inputs": t_in - t0, "call": t1 - t_in, "outputs": t2 - t1, "sums": time.perf_counter() - t2}
         if self.module is not None:
             reply["autotune"] = launches.autotune_state(self.module)
