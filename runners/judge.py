@@ -123,15 +123,17 @@ class Judge(TimingSteps, KernelShare):
         """A trial's two calls on the same input files: the oracle's, then the candidate's (its poison sized by the
         oracle's outputs). Under the uid wall (``concurrent``: the candidate's user cannot read the oracle's folder,
         runners/isolation.py) both run at once where this oracle has answered the case before, no argument is a
-        drawn range (its output size is then the one seen) and no module of the baseline autotunes (round 19). The
-        candidate's request goes first and both replies are received before either is read, so a candidate gone
-        at the send is the candidate's and a refusal leaves no reply in a pipe. Where the oracle may autotune (a
-        case it has not answered, a baseline with autotuners) the candidate is stopped during its call, so that no
-        pick the bundle keeps (runners/autotune_pins.py) is timed beside a candidate's work. On the H200 the
-        oracle's trials were 0.7 s of a screening (bench/results/evaluator-h200/session14/)."""
+        drawn integer range (an output's size may follow it, and the poison is sized from the size seen) and the
+        baseline's calls go through no autotuner, in any module (round 19). The candidate's request goes first and
+        both replies are received before either is read, so a candidate gone at the send is the candidate's and a
+        refusal leaves no reply in a pipe. Where the oracle may autotune (a case it has not answered, a baseline
+        with autotuners) the candidate is stopped during its call, so that no pick the bundle keeps
+        (runners/autotune_pins.py) is timed beside a candidate's work. On the H200 the oracle's trials were 0.7 s
+        of a screening (bench/results/evaluator-h200/session14/)."""
         seen = self.oracle.cache.setdefault("out_bytes", {})
         tunes = self.oracle.cache.get("autotuned") is not False or case.id not in seen
-        if tunes or not self.concurrent or any(a.range for a in self.spec.args):
+        sized = any(a.range and all(type(v) is int for v in a.range) for a in self.spec.args)  # may size outputs
+        if tunes or sized or not self.concurrent:
             with self._spent("correctness.oracle"), (self._alone(self.oracle) if tunes else contextlib.nullcontext()):
                 ref_reply, ref, ref_written = self._oracle_call(metas, tag, inputs)
             with self._spent("correctness.candidate"):

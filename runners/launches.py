@@ -13,6 +13,7 @@ from triton.runtime.autotuner import Autotuner
 from triton.runtime.jit import JITFunction
 
 _RECORD: list | None = None
+_TUNED: list | None = None  # the launches inside a Recorder that went through an autotuner (any module)
 
 
 def _recording(run):
@@ -24,6 +25,17 @@ def _recording(run):
         return run(self, *args, **kwargs)
 
     wrapper.__ks_recording__ = True
+    return wrapper
+
+
+def _tuning(run):
+    @functools.wraps(run)
+    def wrapper(self, *args, **kwargs):
+        if _TUNED is not None and not kwargs.get("warmup", False):
+            _TUNED.append(getattr(getattr(self, "fn", None), "__name__", "?"))
+        return run(self, *args, **kwargs)
+
+    wrapper.__ks_tuning__ = True
     return wrapper
 
 
@@ -40,20 +52,24 @@ def install() -> None:
     for cls in classes:
         if not getattr(cls.run, "__ks_recording__", False):
             cls.run = _recording(cls.run)
+    if not getattr(Autotuner.run, "__ks_tuning__", False):
+        Autotuner.run = _tuning(Autotuner.run)
 
 
 class Recorder:
-    """``with Recorder() as launched:`` collects (module, kernel name) of each launch inside the block."""
+    """``with Recorder() as launched:`` collects (module, kernel name) of each launch inside the block, and in
+    ``tuned`` the launches that went through an ``@triton.autotune`` (whatever module it is in)."""
 
     def __enter__(self) -> list:
-        global _RECORD
+        global _RECORD, _TUNED
         self.launched: list = []
-        _RECORD = self.launched
+        self.tuned: list = []
+        _RECORD, _TUNED = self.launched, self.tuned
         return self.launched
 
     def __exit__(self, *exc) -> None:
-        global _RECORD
-        _RECORD = None
+        global _RECORD, _TUNED
+        _RECORD, _TUNED = None, None
 
 
 def autotuners(module: ModuleType) -> dict[str, Autotuner]:
@@ -67,16 +83,6 @@ def autotuners(module: ModuleType) -> dict[str, Autotuner]:
                 break
             obj, depth = getattr(obj, "fn", None), depth + 1
     return found
-
-
-def package_tuners(package: str) -> int:
-    """Autotuned kernels at module level anywhere in ``package`` (the entry's module and its helpers): the judge pairs a
-    trial's calls only where the baseline autotunes nothing (runners/judge.py ``_trial_calls``)."""
-    import sys
-
-    mods = [m for name, m in list(sys.modules.items()) if m is not None and (name == package
-                                                                              or name.startswith(package + "."))]
-    return sum(len(autotuners(m)) for m in mods)
 
 
 def config_names(tuner: Autotuner) -> list[str]:

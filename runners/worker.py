@@ -137,7 +137,8 @@ class Server:
             pinned = {}
         self._poison(int(req.get("poison_bytes", 0)))
         try:
-            with launches.Recorder() as launched:
+            recorder = launches.Recorder()
+            with recorder as launched:
                 out = fn(**kwargs)
                 if self.device == "cuda":
                     torch.cuda.synchronize()
@@ -155,7 +156,7 @@ class Server:
                  "out_sum": commitments([out])[0], "input_sums": {k: commitments([v])[0] for k, v in before.items()},
                  "modified": modified, "launched": sorted({f"{m}:{k}" for m, k in launched}), "pinned": pinned,
                  "aliased": aliased_outputs(out, kwargs)}
-        reply["tuners"] = launches.package_tuners(self.package) if self.package else 0
+        reply["tuners"] = len(recorder.tuned)  # launches through an autotuner: the judge pairs no trial of those
         reply["spent"] = {"inputs": t_in - t0, "call": t1 - t_in, "outputs": t2 - t1, "sums": time.perf_counter() - t2}
         if self.module is not None:
             reply["autotune"] = launches.autotune_state(self.module)

@@ -17,14 +17,15 @@ A. **A trial's two calls at once** (runners/judge.py ``_trial_calls``, ``concurr
       ``range:`` scalar (trial 0 takes its low end) can be many times the one cached: ``tile_rows(x, n)``, ``n``
       rows of a 256 KiB ``x`` (a rotary cos/sin cache of ``seq_len`` rows is the real form), ``n`` in [1, 64]:
       1.5 MiB of NaN asked for where the output was 3 MiB, so on CUDA an unwritten part of it would no longer
-      show. No trial is paired where an argument is a drawn range.
+      show. No trial is paired where an argument is a drawn integer range (a float one, RMSNorm's ``eps``,
+      sizes nothing).
    3. **"Autotunes nothing" was "no autotuner in the kernel module".** An ``@triton.autotune`` kernel in a helper
       module of the baseline (the entry in one file, the kernels in another, as in real repositories) was
       invisible, so the oracle autotuned inside paired trials while the candidate's call ran (on a GPU its
-      kernels would be time-sliced with those benchmarks). The oracle now counts the autotuners of every module
-      of its package (``reply["tuners"]``), no trial of such a baseline is paired, and the candidate is stopped
-      during the oracle's calls where it may autotune: a case's first call, every call of an autotuned baseline,
-      and its ``prepare_timing`` (runners/judge_clock.py).
+      kernels would be time-sliced with those benchmarks). The oracle now reports its call's launches that went
+      through an autotuner, in any module (``reply["tuners"]``), no trial of such a baseline is paired, and the
+      candidate is stopped during the oracle's calls where it may autotune: a case's first call, every call of an
+      autotuned baseline, and its ``prepare_timing`` (runners/judge_clock.py).
 
    What held: a kernel wrong only on the later trials (rows after the first, ``n`` > 1) is refused there; an honest
    kernel whose output follows a range scalar is accepted; after the refusals and the candidate that vanished, the
