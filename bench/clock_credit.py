@@ -50,9 +50,12 @@ def main() -> None:
         ratio, offset, movement = replay(row, p)
         logs.append(math.log(ratio))
         recorded = row.get("judge_ratio")
+        # the oracle's host time in its request beyond its device parts (recorded from the fourteenth session on)
+        gaps = [q["host"] - q["pass"] - q["fill"] - q["commit"] - q["lead"] for q in row["window_parts"][1:] if "host" in q]
+        gap = f" host gaps {', '.join(f'{g:.3f}' for g in gaps)} ms" if gaps else ""
         print(f"{kernel:22s} {case:32s} slots {row['window_slots']:5d} ratio {ratio:6.3f} (recorded "
               f"{'unresolved' if recorded is None else f'{recorded:.3f}'}) offset {offset:+.3f} ms movement "
-              f"{movement:.3f} ms credited {row['speedup']:.4f}")
+              f"{movement:.3f} ms credited {row['speedup']:.4f}{gap}")
     if logs:
         rms = math.sqrt(statistics.fmean(x * x for x in logs))
         inside = sum(abs(x) <= math.log(1.05) for x in logs)

@@ -258,7 +258,7 @@ class TimingSteps:
             shaveable_b.append(float(oracle_reply.get("lead_us", 0.0)) + float(oracle_reply.get("commit_us", 0.0)))
             leads_b.append(float(oracle_reply.get("lead_us", 0.0)))
             parts_b.append({part: round(float(oracle_reply.get(f"{part}_us", 0.0)) / 1000, 4)
-                            for part in ("pass", "fill", "commit", "lead")})
+                            for part in ("pass", "fill", "commit", "lead", "host")})
             root = replies["candidate"].get("commitment")
             if type(root) is not int:
                 raise Refusal("timing", "the judge's window ended without a commitment to every slot's outputs")
