@@ -11,6 +11,12 @@
 #   d:     (d) on RMSNorm with the correctness phase's parts (the layout trials were 3.8 s of 7.4 s before screening
 #          tried one layout a case);
 #   a:     (a) with the sample lead on every example kernel (RUNS, default 3; the eleventh session measured RMSNorm).
+# The next session, in order (the fourteenth had 262 s left for its last call, cut before any result):
+#   1. STEP=pins,dshort PINS_S=150 D_S=300 CANDIDATES=8: the bundle's autotune pins on LayerNorm; (d) with the paired
+#      trials and the worker's parts of each call (why the candidate's trial calls cost 2.6x the oracle's);
+#   2. STEP=a RUNS=2 KERNELS=softmax,layer_norm: the window's host time (host_us) beside its walls, and LayerNorm's
+#      bfloat16 medians with the pins (bench/clock_credit.py reads both);
+#   3. STEP=gpu, then STEP=chk.
 source "$(dirname "$0")/device_setup.sh"
 for step in ${STEP//,/ }; do
 case "$step" in
