@@ -16,26 +16,18 @@ _RECORD: list | None = None
 _TUNED: list | None = None  # the launches inside a Recorder that went through an autotuner (any module)
 
 
-def _recording(run):
+def _hooked(run, sink: str, marker: str):
+    """``run`` appending (module, name) of the launched function to the list named ``sink`` (``_RECORD``, ``_TUNED``)
+    while a Recorder is open; Triton's compile-only warm-ups are not launches."""
     @functools.wraps(run)
     def wrapper(self, *args, **kwargs):
-        if _RECORD is not None and not kwargs.get("warmup", False):
+        into = globals()[sink]
+        if into is not None and not kwargs.get("warmup", False):
             fn = getattr(self, "fn", None)
-            _RECORD.append((getattr(fn, "__module__", "?"), getattr(fn, "__name__", "?")))
+            into.append((getattr(fn, "__module__", "?"), getattr(fn, "__name__", "?")))
         return run(self, *args, **kwargs)
 
-    wrapper.__ks_recording__ = True
-    return wrapper
-
-
-def _tuning(run):
-    @functools.wraps(run)
-    def wrapper(self, *args, **kwargs):
-        if _TUNED is not None and not kwargs.get("warmup", False):
-            _TUNED.append(getattr(getattr(self, "fn", None), "__name__", "?"))
-        return run(self, *args, **kwargs)
-
-    wrapper.__ks_tuning__ = True
+    setattr(wrapper, marker, True)
     return wrapper
 
 
@@ -51,9 +43,9 @@ def install() -> None:
         pass
     for cls in classes:
         if not getattr(cls.run, "__ks_recording__", False):
-            cls.run = _recording(cls.run)
-    if not getattr(Autotuner.run, "__ks_tuning__", False):
-        Autotuner.run = _tuning(Autotuner.run)
+            cls.run = _hooked(cls.run, "_RECORD", "__ks_recording__")
+    if not getattr(Autotuner.run, "__ks_tuning__", False):  # a launch through an autotuner, whatever module it is in
+        Autotuner.run = _hooked(Autotuner.run, "_TUNED", "__ks_tuning__")
 
 
 class Recorder:
