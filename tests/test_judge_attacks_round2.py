@@ -39,15 +39,21 @@ def timed_round2(rms_bundle, tmp_path_factory) -> dict:
 
 
 def _no_credit_for_an_unseen_pass(ev: dict) -> bool:
-    """Refused at timing, or the judge's clock saw the candidate's pass: a precomputed pass shows as a judge's
-    time of almost nothing (judge_ratio ~0); the stand-in's clock is too noisy to bound the credit itself."""
-    ratios = [r for r in ev["judge_ratios"] if r is not None]
-    return (not ev["ok"] and ev["stage"] == "timing") or bool(ratios) and min(ratios) > 0.1
+    """Refused at timing, or the judge's clock saw the candidate's pass at every case it resolved (a precomputed
+    pass shows as a judge's time of almost nothing: judge_ratio ~0) and credited no speedup where it could not
+    resolve the size (no ratio: 1.0x at most; on a loaded host the stand-in's clock leaves a case unresolved, which
+    failed this test once in a full run with nothing credited); the stand-in's clock is too noisy to bound the credit
+    itself."""
+    if not ev["ok"]:
+        return ev["stage"] == "timing"
+    pairs = list(zip(ev["speedups"], ev["judge_ratios"]))
+    return any(r is not None for _, r in pairs) and all(
+        (r > 0.1) if r is not None else (s is not None and s <= 1.0) for s, r in pairs)
 
 
 def test_the_window_seed_cannot_be_derived_from_the_warm_up(timed_round2):
     ev = timed_round2["derives_window_seed.py"]
-    assert _no_credit_for_an_unseen_pass(ev), ev
+    assert _no_credit_for_an_unseen_pass(ev), (ev["stage"], ev["speedups"], ev["judge_ratios"], ev["messages"])
 
 
 def test_negative_sample_times_are_refused(timed_round2):
@@ -57,7 +63,7 @@ def test_negative_sample_times_are_refused(timed_round2):
 
 def test_the_secret_cannot_be_recovered_from_a_seed(timed_round2):
     ev = timed_round2["recovers_the_secret.py"]
-    assert _no_credit_for_an_unseen_pass(ev), ev
+    assert _no_credit_for_an_unseen_pass(ev), (ev["stage"], ev["speedups"], ev["judge_ratios"], ev["messages"])
 
 
 @pytest.fixture(scope="module")
