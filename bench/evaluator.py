@@ -74,7 +74,8 @@ def part_a(runs: int, kernels: list[str], save=lambda partial: None, reference: 
                 "slots": c.slots, "reference_us": c.reference_us, "message": c.message,
                 # what runners/corroboration.py corroborate weighed (the walls, the oracle's parts, the slots): a
                 # credit rule can be replayed on them offline (bench/clock_credit.py)
-                "window_ms": c.window_ms, "window_parts": c.window_parts, "window_slots": c.window_slots}
+                "window_ms": c.window_ms, "window_parts": c.window_parts, "window_slots": c.window_slots,
+                "window_claimed_parts": c.window_claimed_parts}
                 for c in r.cases}})
             save({**out, name: {"runs": per_run}})  # each run kept, should the call be cut short
         good = [r for r in per_run if "error" not in r]

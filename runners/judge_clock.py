@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import gc
 import math
 import statistics
 import time
@@ -27,6 +28,8 @@ from .wire import WireError, decode_value
 from .corroboration import (  # noqa: F401 - re-exported: the judge's clock, in one place
     CROSS_PROCESS_US_PER_SLOT, MAX_PLAUSIBLE_SPEEDUP, Corroboration, corroborate, credit_cap)
 
+WINDOW_SPIN_S = 0.25  # the judge polls this long for a window's reply before sleeping on the pipe (window_quiet)
+WORKER_SPIN_S = 0.02  # and asks the worker to poll this long for the window request after its warm-up
 LEAD_CYCLES_PER_SLOT = 30  # the window's lead per slot, up to Protocol.window_lead_cycles (8192 slots: about all of it)
 
 class TimingSteps:
@@ -156,9 +159,17 @@ class TimingSteps:
         # call the fill alone keeps the device busy that long, and a fixed lead, never credited
         # (runners/corroboration.py), cost an honest candidate 7-14 % of a 1-2 ms pass (the H200, T=4096)
         lead = min(self.p.window_lead_cycles, LEAD_CYCLES_PER_SLOT * count)
-        t0 = time.perf_counter()
-        reply = worker.request("window", seed=seed, lead_cycles=lead, key=key)
-        elapsed_us = (time.perf_counter() - t0) * 1e6
+        quiet = self.p.window_quiet and gc.isenabled()
+        if quiet:
+            gc.disable()
+        try:
+            t0 = time.perf_counter()
+            reply = worker.request("window", seed=seed, lead_cycles=lead, key=key, quiet=self.p.window_quiet,
+                                   spin_s=WINDOW_SPIN_S if self.p.window_quiet else 0.0)
+            elapsed_us = (time.perf_counter() - t0) * 1e6
+        finally:
+            if quiet:
+                gc.enable()
         if not reply.get("ok"):
             raise Refusal("timing", f"the timed window failed: {reply.get('error')}")
         return elapsed_us, reply
@@ -238,6 +249,7 @@ class TimingSteps:
         # at least two slots a round (a few hundred MB each at prefill sizes), within the fetch budget otherwise
         reveal = min(count, max(2, p.max_fetch_bytes // per_slot), p.reveal_slots)
         walls_b, walls_c, passes_b, shaveable_b, leads_b, parts_b, checks_b = [], [], [], [], [], [], []
+        parts_c = []  # the candidate's own account of its requests: never used, kept to diagnose the clock
         for round_ in range(p.window_rounds):
             seed = trial_seed(secret, 50_000 + round_, index)
             key = trial_seed(secret, 65_000 + round_, index)  # the commitments' key, sent with the timed request
@@ -248,7 +260,8 @@ class TimingSteps:
                 # work on these values can happen before the judge's clock runs.
                 with self._alone(worker), self._spent("timing.window_passes"):
                     worker.request("refill", which="window", seed=trial_seed(secret, 55_000 + round_, index))
-                    worker.request("sample", which="window", replays=1)
+                    worker.request("sample", which="window", replays=1,
+                                   spin_next=WORKER_SPIN_S if p.window_quiet else 0.0)
                     wall, replies[worker.role] = self._window(worker, seed, key, count)
                 walls.append(wall)
             oracle_reply = replies["oracle"]
@@ -257,8 +270,8 @@ class TimingSteps:
             # some cheaper way) and so take off the time the judge credits to its pass: the oracle's, measured.
             shaveable_b.append(float(oracle_reply.get("lead_us", 0.0)) + float(oracle_reply.get("commit_us", 0.0)))
             leads_b.append(float(oracle_reply.get("lead_us", 0.0)))
-            parts_b.append({part: round(float(oracle_reply.get(f"{part}_us", 0.0)) / 1000, 4)
-                            for part in ("pass", "fill", "commit", "lead", "host")})
+            parts_b.append(_parts(oracle_reply))
+            parts_c.append(_parts(replies["candidate"]))
             root = replies["candidate"].get("commitment")
             if type(root) is not int:
                 raise Refusal("timing", "the judge's window ended without a commitment to every slot's outputs")
@@ -324,7 +337,7 @@ class TimingSteps:
         for worker in (self.oracle, self.candidate):
             worker.request("release")
         result.window_ms = [round(w / 1000, 4) for w in walls_b + walls_c]
-        result.window_parts, result.window_slots = parts_b, count
+        result.window_parts, result.window_slots, result.window_claimed_parts = parts_b, count, parts_c
         verdict = corroborate(walls_b, passes_b, walls_c, result.baseline_us, result.candidate_us,
                               p.corroboration_tolerance, p.clock_jitter_us, shaveable_b, count, leads_b, checks_b)
         if verdict.resolved:
@@ -363,6 +376,17 @@ class TimingSteps:
         for worker in (self.oracle, self.candidate):
             worker.request("release")
 
+
+
+def _parts(reply: dict) -> dict:
+    """A window reply's parts in ms: device (pass, fill, commit, lead, by its events) and host (lead to commitment)."""
+    parts = {}
+    for part in ("pass", "fill", "commit", "lead", "host"):
+        try:
+            parts[part] = round(float(reply.get(f"{part}_us", 0.0)) / 1000, 4)
+        except (TypeError, ValueError):  # the candidate's are its own to write
+            parts[part] = None
+    return parts
 
 
 def decided(samples_b: list[float], samples_c: list[float], margin: float) -> bool:

@@ -133,11 +133,11 @@ class WorkerProcess:
             self.ready_info = self.channel.recv(timeout)
         return self.ready_info
 
-    def request(self, op: str, **fields) -> dict:
+    def request(self, op: str, *, spin_s: float = 0.0, **fields) -> dict:
         """Send one request and wait for its reply until the evaluation's deadline. Every reply must echo the
         request's sequence number: a reply slipped into the pipe out of turn is a protocol error."""
         self.send(op, **fields)
-        return self.receive()
+        return self.receive(spin_s)
 
     def send(self, op: str, **fields) -> None:
         """The first half of ``request``: the judge may send to both workers before it waits for either."""
@@ -148,10 +148,10 @@ class WorkerProcess:
         except (BrokenPipeError, OSError):
             raise PeerGone() from None
 
-    def receive(self) -> dict:
-        """The reply to the request sent last, until the evaluation's deadline."""
+    def receive(self, spin_s: float = 0.0) -> dict:
+        """The reply to the request sent last, until the evaluation's deadline (polled ``spin_s`` before sleeping)."""
         left = None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
-        reply = self.channel.recv(left)
+        reply = self.channel.recv(left, spin_s)
         if reply.get("seq") != self.seq:
             raise WireError(f"reply out of turn (sequence {reply.get('seq')!r}, expected {self.seq})")
         self.failed = False

@@ -45,6 +45,7 @@ class CaseResult:
     window_ms: list[float] | None = None  # the judge's pass wall times: the baseline's rounds, then the candidate's
     window_parts: list[dict] | None = None  # the oracle's device ms per round: pass, fill, commit, lead (events)
     window_slots: int | None = None  # the calls (distinct slots) in each pass of the judge's window
+    window_claimed_parts: list[dict] | None = None  # the candidate's own account of its rounds (never trusted)
     launched: list[str] = field(default_factory=list)  # Triton kernels the candidate launched (module:name)
     own_kernel_share: float | None = None  # share of device time in the candidate's own Triton kernels
     reference_us: float | None = None  # torch.compile of the config's torch reference, same protocol

@@ -9,6 +9,7 @@ from runners.compare import compare_outputs
 from runners.task import TaskSpec, Tolerance
 from runners.wire import (
     Channel,
+    PeerTimeout,
     Unsupported,
     WireError,
     decode_value,
@@ -136,6 +137,28 @@ def test_oversized_messages_are_refused():
         os.write(w, (1 << 30).to_bytes(4, "little"))
         with pytest.raises(WireError, match="over the"):
             Channel(r, w).recv(timeout=5)
+    finally:
+        os.close(r)
+        os.close(w)
+
+
+def test_a_polled_receive_gets_a_message_sent_during_the_poll_and_one_sent_after_it():
+    """The window's replies are polled for (no scheduler wake-up inside the judge's clock): what arrives while
+    polling is read at once, and what arrives after the poll's time is still waited for, until the deadline."""
+    import threading
+    import time
+
+    r, w = os.pipe()
+    try:
+        sender, receiver = Channel(r, w), Channel(r, w)
+        threading.Timer(0.05, sender.send, args=({"n": 1},)).start()
+        t0 = time.monotonic()
+        assert receiver.recv(timeout=5, spin_s=1.0) == {"n": 1}
+        assert time.monotonic() - t0 < 0.9  # read when it came, not when the poll ran out
+        threading.Timer(0.2, sender.send, args=({"n": 2},)).start()
+        assert receiver.recv(timeout=5, spin_s=0.01) == {"n": 2}  # the poll ran out first: then slept on the pipe
+        with pytest.raises(PeerTimeout):
+            receiver.recv(timeout=0.1, spin_s=0.05)  # nothing comes: the deadline still holds
     finally:
         os.close(r)
         os.close(w)

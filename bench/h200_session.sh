@@ -1,22 +1,14 @@
 #!/usr/bin/env bash
-# The H200 calls (one GPU, nvidia-h200; carry [".whl"]): OUT=$OUT STEP=first|gpu|chk|d|dshort|pins|a|first,d bash bench/session14_h200.sh
-# (The twelfth and thirteenth sessions had no device time left: their steps are here. STEP takes a comma list.)
-#   first: what the eleventh and twelfth sessions changed without a GPU: the ranged plan's blocks of rows captured on
-#          CUDA (bench/commit_check_gpu.py), the judge's checkpoints between the window's calls (captured with the
-#          calls, the fill not waiting for the device, round 4's two cheats and round 16's GPU forms);
-#   gpu:   tests/test_gpu.py whole (the sample lead, the checkpoints' cost taken off both passes at decode sizes, the
-#          chunks' whole-error check on honest kernels, the one-layout screening, the finfo.min masked trial);
-#   chk:   the checkpoints' cost on the judge's clock: RMSNorm's baseline against itself with none, the default and
-#          one after every call (bench/judge_diag.py; the window's parts show the checkpoints' time alone);
-#   d:     (d) on RMSNorm with the correctness phase's parts (the layout trials were 3.8 s of 7.4 s before screening
-#          tried one layout a case);
-#   a:     (a) with the sample lead on every example kernel (RUNS, default 3; the eleventh session measured RMSNorm).
-# The next session, in order (the fourteenth had 262 s left for its last call, cut before any result):
-#   1. STEP=pins,dshort PINS_S=150 D_S=300 CANDIDATES=8: the bundle's autotune pins on LayerNorm; (d) with the paired
-#      trials and the worker's parts of each call (why the candidate's trial calls cost 2.6x the oracle's);
-#   2. STEP=a RUNS=2 KERNELS=softmax,layer_norm: the window's host time (host_us) beside its walls, and LayerNorm's
-#      bfloat16 medians with the pins (bench/clock_credit.py reads both);
-#   3. STEP=gpu, then STEP=chk.
+# The H200 calls (one GPU, nvidia-h200; carry [".whl"]): OUT=$OUT STEP=<comma list> bash bench/h200_session.sh
+#   first: the ranged plan of the commitments captured on CUDA (bench/commit_check_gpu.py), the checkpoints' GPU tests;
+#   gpu:   tests/test_gpu.py whole;
+#   chk:   the checkpoints' cost on the judge's clock (bench/judge_diag.py rms_norm, none / default / every call);
+#   d:     (d) on RMSNorm, 8 candidates, with the correctness phase's parts;
+#   dshort: (d) on CANDIDATES (3) with the worker's parts of each call, the trials paired behind the uid wall;
+#   pins:  the bundle's autotune pins on LayerNorm (tests/test_autotune_judge.py -k gpu);
+#   noise: the judge's clock over ten rounds a side, quiet window and not (bench/judge_diag.py layer_norm, NOISE_VARIANTS);
+#   a:     (a) on KERNELS (all) with RUNS (3) fresh evaluators.
+# Fifteenth session, in order: 1. STEP=pins,noise  2. STEP=dshort,a RUNS=2 KERNELS=softmax,layer_norm  3. STEP=gpu
 source "$(dirname "$0")/device_setup.sh"
 for step in ${STEP//,/ }; do
 case "$step" in
@@ -55,6 +47,11 @@ print({k: v for k, v in r.items() if '.call.' in k})" "$OUT/d-short/evaluator.js
   pins)
     timeout "${PINS_S:-50}" $PYTEST tests/test_autotune_judge.py -k gpu > "$OUT/pins.txt" 2>&1
     echo "pins rc=$?"; grep -E "^(FAILED|ERROR)|passed|failed|^E " "$OUT/pins.txt" | cut -c1-300 | tail -6
+    ;;
+  noise)
+    DIAG_SHAPES='[{"M": 512, "N": 4096}, {"M": 8192, "N": 4096}]' timeout "${NOISE_S:-400}" python3 bench/judge_diag.py \
+      layer_norm "${NOISE_VARIANTS:-rounds10,rounds10-loud}" > "$OUT/noise.txt" 2>&1
+    echo "noise rc=$?"; cut -c1-200 "$OUT/noise.txt" | tail -10
     ;;
   a)
     timeout "${A_S:-560}" python3 bench/evaluator.py --out "$OUT/a-all" --parts a --runs "${RUNS:-3}" \
