@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .results import CaseResult
 
 MAX_PLAUSIBLE_SPEEDUP = 10.0
 # How far a request's host work per slot can differ between the oracle's process and the candidate's, in
@@ -90,3 +94,15 @@ def credit_cap(verdict: Corroboration, tolerance: float) -> float:
     seen = verdict.judge_speedup if verdict.credit_speedup is None else min(verdict.judge_speedup,
                                                                             verdict.credit_speedup)
     return seen * (1 + tolerance) if verdict.resolved else 1.0
+
+
+def implausible(result: CaseResult, peak_gbs: float, l2_bytes: int, max_speedup: float = MAX_PLAUSIBLE_SPEEDUP) -> str:
+    """Why a timed result is too good to be believed ('' when it is plausible). Bandwidth is held against the
+    measured DRAM peak only when the data cannot sit in L2."""
+    if result.speedup and result.speedup > max_speedup:
+        return f"{result.case}: speedup {result.speedup:.1f}x is above the plausibility bound {max_speedup:g}x"
+    if result.bytes_moved and result.bytes_moved > l2_bytes and result.bandwidth_gbs and \
+            result.bandwidth_gbs > 1.1 * peak_gbs:
+        return (f"{result.case}: effective bandwidth {result.bandwidth_gbs:.0f} GB/s is above the measured "
+                f"peak {peak_gbs:.0f} GB/s")
+    return ""

@@ -26,7 +26,8 @@ from .openings import OpeningError, check_openings, compare_chunks
 from .wire import WireError, decode_value
 
 from .corroboration import (  # noqa: F401 - re-exported: the judge's clock, in one place
-    CROSS_PROCESS_US_PER_SLOT, MAX_PLAUSIBLE_SPEEDUP, Corroboration, corroborate, credit_cap)
+    CROSS_PROCESS_US_PER_SLOT, MAX_PLAUSIBLE_SPEEDUP, Corroboration, corroborate, credit_cap, implausible)
+from .sample_stats import decided, spread
 
 WINDOW_SPIN_S = 0.25  # the judge polls this long for a window's reply before sleeping on the pipe (window_quiet)
 WORKER_SPIN_S = 0.02  # and asks the worker to poll this long for the window request after its warm-up
@@ -75,8 +76,8 @@ class TimingSteps:
         samples_b, samples_c = [], []
         with self._spent("timing.samples"):
             self._sample_rounds(replays, samples_b, samples_c)
-        result.baseline_us, result.baseline_spread = statistics.median(samples_b), _spread(samples_b)
-        result.candidate_us, result.candidate_spread = statistics.median(samples_c), _spread(samples_c)
+        result.baseline_us, result.baseline_spread = statistics.median(samples_b), spread(samples_b)
+        result.candidate_us, result.candidate_spread = statistics.median(samples_c), spread(samples_c)
         result.samples, result.slots = len(samples_c), count
         result.timing_method = rb["method"] if rb["method"] == rc["method"] else f"{rb['method']}/{rc['method']}"
         with self._spent("timing.host"):
@@ -129,7 +130,7 @@ class TimingSteps:
                     raise Refusal("timing", f"a sample time that is not a positive number: {str(us)[:40]}")
                 samples.append(float(us))
             if round_ + 1 >= p.min_rounds and (
-                    (_spread(samples_b) <= p.target_spread and _spread(samples_c) <= p.target_spread)
+                    (spread(samples_b) <= p.target_spread and spread(samples_c) <= p.target_spread)
                     or decided(samples_b, samples_c, p.decisive_margin)
                     or time.perf_counter() - started > p.case_time_cap_s):
                 break
@@ -387,36 +388,3 @@ def _parts(reply: dict) -> dict:
         except (TypeError, ValueError):  # the candidate's are its own to write
             parts[part] = None
     return parts
-
-
-def decided(samples_b: list[float], samples_c: list[float], margin: float) -> bool:
-    """Screening's early stop: the two sides' interquartile ranges do not overlap and their medians are at least
-    ``margin`` from parity. More samples would move the ratio, not the verdict (a clear loss, or a clear win that
-    the judge's clock still corroborates); the champion is re-timed in full."""
-    if margin <= 0 or len(samples_b) < 4 or len(samples_c) < 4:
-        return False
-    qb, qc = statistics.quantiles(samples_b, n=4), statistics.quantiles(samples_c, n=4)
-    apart = qc[2] < qb[0] or qb[2] < qc[0]
-    return apart and abs(statistics.median(samples_b) / statistics.median(samples_c) - 1.0) >= margin
-
-
-def _spread(samples: list[float]) -> float:
-    if len(samples) < 4:
-        return float("inf")
-    q = statistics.quantiles(samples, n=4)
-    med = statistics.median(samples)
-    return (q[2] - q[0]) / med if med else float("inf")
-
-
-def implausible(result: CaseResult, peak_gbs: float, l2_bytes: int, max_speedup: float = MAX_PLAUSIBLE_SPEEDUP) -> str:
-    """Why a timed result is too good to be believed ('' when it is plausible). Bandwidth is held against the
-    measured DRAM peak only when the data cannot sit in L2."""
-    if result.speedup and result.speedup > max_speedup:
-        return f"{result.case}: speedup {result.speedup:.1f}x is above the plausibility bound {max_speedup:g}x"
-    if result.bytes_moved and result.bytes_moved > l2_bytes and result.bandwidth_gbs and \
-            result.bandwidth_gbs > 1.1 * peak_gbs:
-        return (f"{result.case}: effective bandwidth {result.bandwidth_gbs:.0f} GB/s is above the measured "
-                f"peak {peak_gbs:.0f} GB/s")
-    return ""
-
-

@@ -14,7 +14,7 @@ from evolver.candidate import Candidate
 from evolver.loop import Search, SearchConfig
 from evolver.budget import Budget
 from runners import warm
-from runners.judge_clock import decided
+from runners.sample_stats import decided
 from runners.results import CaseResult, Evaluation
 
 
