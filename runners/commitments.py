@@ -5,8 +5,9 @@ A worker answers the judge's timed request with one digest (``digest``, a keyed 
 shows the per-slot hashes after the clock; each slot's hash is a keyed tree of ``_compress`` over the dense bytes
 of its output tensors, with each non-tensor output (a number, a short string, None) folded in as one word of what
 the wire carries for it (``_leaf_word``). ``CommitPlan`` plans it once per set of outputs and, on CUDA, captures it in
-a graph; the wide tree levels run in runners/hash_tree.py. The judge recomputes a shown slot's hash on the CPU
-(runners/protocol.py ``commitment_of``). Tests: tests/test_commitments.py; on CUDA, bench/commit_check_gpu.py.
+a graph; the wide tree levels run in runners/hash_tree.py, the first where the outputs lie (runners/commit_blocks.py).
+The judge recomputes a shown slot's hash on the CPU (runners/protocol.py ``commitment_of``). Tests:
+tests/test_commitments.py; on CUDA, bench/commit_check_gpu.py.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import math
 import torch
 
 from . import hash_tree
+from .commit_blocks import Block, readable
 from .compare import flatten
 from .wire import leaf_meta
 
@@ -89,10 +91,11 @@ def hash_rows(words: torch.Tensor, nbytes: int, key: int) -> torch.Tensor:
 
 
 def _hash_rows(words: torch.Tensor, nbytes: int, k: _Keyed, keep: int | None = None,
-               kept: list | None = None) -> torch.Tensor:
+               kept: list | None = None, level: int = 0) -> torch.Tensor:
     """``hash_rows`` with the key's constants from ``k``; with ``keep``, the tree's level ``keep`` (exact: at most the
-    levels ``_padded_words`` halves without padding) is appended to ``kept`` on the way up (``CommitPlan.rows``)."""
-    x, level = words, 0
+    levels ``_padded_words`` halves without padding) is appended to ``kept`` on the way up (``CommitPlan.rows``).
+    ``level``: the tree's level ``words`` are the nodes of (the first levels taken in place, runners/commit_blocks.py)."""
+    x = words
 
     def stash():
         if kept is not None and level == keep:
@@ -105,11 +108,8 @@ def _hash_rows(words: torch.Tensor, nbytes: int, k: _Keyed, keep: int | None = N
             count = min(count, keep - level)
         if not count:
             break
-        alphas = [k(level + i, odd=True) for i in range(count)]
-        alphas = torch.stack(alphas) if isinstance(alphas[0], torch.Tensor) else \
-            torch.tensor(alphas, dtype=torch.int64).to(x.device)
         try:
-            x, level = hash_tree.fold_levels(x, alphas), level + count
+            x, level = hash_tree.fold_levels(x, _alphas(k, level, count, x.device)), level + count
         except Exception as exc:  # noqa: BLE001 - a backend that cannot compile it: the torch levels below
             hash_tree.BROKEN.append(f"{type(exc).__name__}: {exc}"[:300])
             break
@@ -124,6 +124,12 @@ def _hash_rows(words: torch.Tensor, nbytes: int, k: _Keyed, keep: int | None = N
     if not isinstance(tail, torch.Tensor):
         tail = torch.full_like(x, tail)
     return _compress(_compress(x, tail, k(999, odd=True)), tail, k(998, odd=True))[:, 0]
+
+
+def _alphas(k: _Keyed, level: int, count: int, device: torch.device) -> torch.Tensor:
+    """The odd constants of the tree's levels ``level`` to ``level + count - 1``, an int64 tensor on the device."""
+    alphas = [k(level + i, odd=True) for i in range(count)]
+    return torch.stack(alphas) if isinstance(alphas[0], torch.Tensor) else torch.tensor(alphas).to(device, torch.int64)
 
 
 ROW_BUDGET_WORDS = 1 << 16  # a window's chunk-level nodes, all slots and outputs (512 KB): read back in the clock
@@ -207,17 +213,6 @@ def digest(hashes: torch.Tensor, key: int, rows: list | tuple = (), traces: list
 
 
 @dataclasses.dataclass
-class _Block:
-    """A tensor column's slots that share a shape and dtype: their outputs copied into one dense block of rows."""
-    members: tuple | None  # the slots (None: every slot)
-    block: torch.Tensor  # (slots, padded bytes) uint8
-    nbytes: int
-    dsts: list  # each member's row of the block, as its output's dtype and shape
-    srcs: list  # each member's output, as integers of its element size
-    index: torch.Tensor | None  # the members as a device tensor (None: every slot)
-
-
-@dataclasses.dataclass
 class _Column:
     """One output position across the slots: ``tensors`` (``blocks``), ``words`` (a number, string or None in every
     slot: one word each, made once), or ``each`` (the slots differ in kind: hashed one by one)."""
@@ -231,10 +226,11 @@ class _Column:
 
 class CommitPlan:
     """``commitments`` for one list of outputs, planned once and reusable. A graph's outputs are the same tensors on
-    every replay, so the work per pass is a copy of every output into one block per output position (a multi-tensor
-    copy, no Python per slot) and the tree over the block's rows, all on the device: host time inside the judge's
-    clock is what it cannot tell from device time. Every output is hashed as the dense bytes of its logical
-    tensor (any strides), whatever its dtype (views as integers of the same size: NaN payloads and all)."""
+    every replay, so the work per pass is the tree over one block of rows per output position and shape, its first
+    launch reading the outputs where they lie (else a multi-tensor copy into the block: runners/commit_blocks.py), no
+    Python per slot, all on the device: host time inside the judge's clock is what it cannot tell from device time.
+    Every output is hashed as the dense bytes of its logical tensor (any strides), whatever its dtype (views as
+    integers of the same size: NaN payloads and all)."""
 
     def __init__(self, outputs: list, capture: bool = False):
         flats = [flatten(out) for out in outputs]
@@ -267,12 +263,11 @@ class CommitPlan:
             for members in kinds.values():
                 first = tensors[members[0]]
                 nbytes = first.numel() * first.element_size()
-                block = torch.zeros((len(members), 8 * _padded_words(nbytes)), dtype=torch.uint8, device=self.device)
-                srcs = [_bits(tensors[m]) for m in members]
-                dsts = [row[:nbytes].view(s.dtype).view(s.shape) for row, s in zip(block.unbind(0), srcs)]
                 whole = len(members) == self.count
-                groups.append(_Block(None if whole else tuple(members), block, nbytes, dsts, srcs,
-                                     None if whole else torch.tensor(members, dtype=torch.int64, device=self.device)))
+                srcs = [_bits(tensors[m]) for m in members]
+                groups.append(Block(None if whole else tuple(members), nbytes, _padded_words(nbytes), srcs,
+                                    None if whole else torch.tensor(members, dtype=torch.int64, device=self.device),
+                                    readable(srcs, [tensors[m] for m in members], nbytes, self.device)))
             self.columns.append(_Column("tensors", position, blocks=groups))
         columns = sum(1 for c in self.columns if c.kind == "tensors")
         # per block (position, its first slot), the level whose nodes the digest covers (runners/openings.py opens
@@ -282,6 +277,8 @@ class CommitPlan:
         self.levels = {(c.position, g.members[0] if g.members else 0): node_level(g.nbytes, self.count, columns)
                        for c in self.columns if c.kind == "tensors" for g in c.blocks}
         self.levels = {b: j for b, j in self.levels.items() if j is not None}
+        for c, g in ((c, g) for c in self.columns for g in c.blocks):  # in place where safe: runners/commit_blocks.py
+            g.plan(self.levels.get((c.position, g.members[0] if g.members else 0)), self.device)
         self.rows: list = []  # after ``hashes``: [(position, level, nbytes, nodes (slots, n) int64, members)], on the
         # device, in (position, first slot) order; ``members`` None for every slot, else the block's slots
         self.position_hashes: dict = {}  # after ``hashes``: position -> (count,) int64, each output's own hash
@@ -319,10 +316,10 @@ class CommitPlan:
             if column.kind == "tensors":
                 h = None
                 for g in column.blocks:
-                    torch._foreach_copy_(g.dsts, g.srcs)
                     kept: list = []
                     block_key = (position, g.members[0] if g.members else 0)
-                    part = _hash_rows(g.block.view(torch.int64), g.nbytes, k, self.levels.get(block_key), kept)
+                    words, level = g.nodes(lambda count: _alphas(k, 0, count, self.device), self.device)
+                    part = _hash_rows(words, g.nbytes, k, self.levels.get(block_key), kept, level)
                     if kept:
                         rows.append((position, self.levels[block_key], g.nbytes, kept[0], g.members))
                     h = part if g.index is None else \
@@ -347,6 +344,12 @@ class CommitPlan:
             positions[position] = words
         rows.sort(key=lambda r: (r[0], r[4][0] if r[4] else 0))
         return acc, rows, positions
+
+    @property
+    def in_place(self) -> list:
+        """The blocks hashed where their outputs lie, as (position, first slot, levels of the first launch)."""
+        return [(c.position, g.members[0] if g.members else 0, g.first) for c in self.columns for g in c.blocks
+                if g.table is not None]
 
     def _capture(self, key: int, asked: dict, expected: torch.Tensor) -> None:
         if any(column.kind == "each" for column in self.columns):

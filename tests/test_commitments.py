@@ -270,3 +270,105 @@ def test_the_slot_hash_compression_cannot_be_undone_in_its_first_word():
         u = ((out - guess) * pow(2 * b + 1, -1, 1 << 64)) & _M
         u = ((u >> 32) | (u << 32)) & _M
         assert _s64(u - alpha * b) != _s64(a)
+
+
+def _in_place_and_copied(monkeypatch, outputs, key: int, budget: int):
+    """The plan of ``outputs`` under the interpreter, in place where it may be (runners/commit_blocks.py), and the
+    same plan on the copy path (no source readable where it lies), with a digest's budget of ``budget`` nodes (it
+    sets the level whose nodes are kept: the first launch stops there); both run, (plan, hashes) each."""
+    from runners import commitments as c
+    from runners import hash_tree
+
+    monkeypatch.setattr(hash_tree, "INTERPRETED", True)
+    monkeypatch.setattr(hash_tree, "BROKEN", [])
+    monkeypatch.setattr(c, "ROW_BUDGET_WORDS", budget)
+    plan = c.CommitPlan(outputs)
+    hashes = plan.hashes(key)
+    with monkeypatch.context() as m:
+        m.setattr(c, "readable", lambda *args: False)
+        copy = c.CommitPlan(outputs)
+        copied = copy.hashes(key)
+    assert not copy.in_place and not hash_tree.BROKEN
+    assert torch.equal(hashes, copied) and hashes.tolist() == [commitment_of(o, key) for o in outputs]
+    assert [r[:3] + (r[4],) for r in plan.rows] == [r[:3] + (r[4],) for r in copy.rows]
+    assert all(torch.equal(a[3], b[3]) for a, b in zip(plan.rows, copy.rows))
+    assert all(torch.equal(plan.position_hashes[p], h) for p, h in copy.position_hashes.items())
+    for column in plan.columns:  # a block read in place is never made
+        assert all((g.block is None) == (g.table is not None) for g in column.blocks)
+    return plan, copy
+
+
+@pytest.mark.parametrize("dtype,shape,budget,first", [
+    (torch.float16, (8, 512), 256, 3),  # 1024 words, rows kept at level 4: three levels in place
+    (torch.bfloat16, (4, 1040), 64, 3),  # 1040 words padded to 1056, past the row zeros; no rows kept (None)
+    (torch.float32, (2, 1024), 2048, 1),  # rows kept at level 1: the first launch stops there
+    (torch.int8, (96, 100), 1500, 2),  # 1200 words padded to 1216 (a multiple of 8), rows kept at level 2
+    (torch.float16, (8, 512), 1 << 20, 0),  # kept at level 0: the block is the kept nodes, the copy stays
+])
+def test_a_block_hashed_where_its_outputs_lie_gives_the_copys_integers(monkeypatch, dtype, shape, budget, first):
+    gen = torch.Generator().manual_seed(shape[1])
+    outputs = [_sample(dtype, shape[0] * shape[1], gen).view(shape) for _ in range(4)]
+    outputs[1].view(-1)[-1] = -1 if not dtype.is_floating_point else float("nan")  # the last word's high bits
+    plan, _ = _in_place_and_copied(monkeypatch, outputs, 29, budget)
+    assert plan.in_place == ([(0, 0, first)] if first else [])
+    for key in (29, 30):  # a captured plan's constants (0-dim views of a device table): the same in place
+        from runners.commitments import _Keyed
+
+        first_run = _Keyed(key)
+        direct, rows, _ = plan._run(first_run)
+        tabled, tabled_rows, _ = plan._run(_Keyed(key, _Keyed.values(key, first_run.asked), dict(first_run.asked)))
+        assert torch.equal(direct, tabled) and all(torch.equal(a[3], b[3]) for a, b in zip(rows, tabled_rows))
+
+
+def test_outputs_hashed_in_place_are_read_at_each_pass(monkeypatch):
+    """A graph's outputs are rewritten at every replay, at the same addresses: the plan's table of addresses, made
+    once, hashes what they hold now (as the copy did), in several outputs per slot, with blocks per shape."""
+    gen = torch.Generator().manual_seed(12)
+    widths = (1024, 1040, 1024, 2048, 1040)  # an output whose shape differs between slots: a block per shape
+    outputs = [(torch.randn(4, w, generator=gen).half(), 7, torch.randint(-9, 9, (3, 1024), generator=gen,
+                                                                          dtype=torch.int32)) for w in widths]
+    plan, _ = _in_place_and_copied(monkeypatch, outputs, 3, 1 << 12)
+    assert sorted(plan.in_place) == [(0, 0, 2), (0, 1, 2), (0, 3, 3), (2, 0, 2)]  # up to the kept level
+    assert [r[4] for r in plan.rows if r[0] == 0] == [(0, 2), (1, 4), (3,)]
+    before = plan.hashes(5).tolist()
+    outputs[4][0][2, 1000] += 1
+    outputs[0][2][0, 0] += 1
+    after = plan.hashes(5).tolist()
+    assert after == [commitment_of(o, 5) for o in outputs]
+    assert [a != b for a, b in zip(after, before)] == [True, False, False, False, True]
+
+
+def test_outputs_that_cannot_be_read_in_place_are_copied(monkeypatch):
+    """The copy path stays where the kernel cannot read a row as whole words where it lies: a length not a multiple
+    of 8 bytes, a strided output, one at an address not 8-byte aligned; beside them an output that can be."""
+    gen = torch.Generator().manual_seed(13)
+    base = torch.randn(5, 4097, generator=gen).half()
+    outputs = [(torch.randn(4099, generator=gen).half(),  # 8198 bytes
+                torch.randn(64, 64, generator=gen).t(),  # strided
+                base[k, 1:],  # 4096 halves two bytes past an aligned address
+                torch.randn(8, 512, generator=gen).half()) for k in range(5)]
+    assert outputs[0][2].is_contiguous() and outputs[0][2].data_ptr() % 8 == 2
+    plan, _ = _in_place_and_copied(monkeypatch, outputs, 4, 1 << 12)
+    assert plan.in_place == [(3, 0, 3)]
+
+
+def test_a_kernel_that_cannot_read_in_place_leaves_the_copy(monkeypatch):
+    """A backend that cannot run the in-place kernel: recorded once, then the block is made and copied, the same
+    integers."""
+    from runners import commitments as c
+    from runners import hash_tree
+
+    outputs = [torch.randn(8, 512, generator=torch.Generator().manual_seed(k)).half() for k in range(3)]
+    monkeypatch.setattr(c, "ROW_BUDGET_WORDS", 64)  # no rows kept: the whole first launch in place
+    monkeypatch.setattr(hash_tree, "INTERPRETED", True)
+    monkeypatch.setattr(hash_tree, "BROKEN", [])
+
+    def cannot(*args, **kwargs):
+        raise RuntimeError("no int-to-pointer on this backend")
+
+    monkeypatch.setattr(hash_tree, "fold_table", cannot)
+    plan = c.CommitPlan(outputs)
+    assert plan.in_place == [(0, 0, 3)]
+    assert plan.hashes(6).tolist() == [commitment_of(o, 6) for o in outputs]
+    assert not plan.in_place and "int-to-pointer" in hash_tree.BROKEN[0]
+    assert plan.columns[0].blocks[0].block is not None
