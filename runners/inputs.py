@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import torch
 
+from . import window_fill
 from .layouts import strided
 from .recorded import tensor as recorded_tensor
 from .recorded import value_sets
@@ -245,7 +246,7 @@ class SlotBank:
         # went on (the fill's time moved by a millisecond from round to round on the H200 at T=4096)
         host = torch.Generator().manual_seed(seed)
         self._replay(1 + seed % (self.sets - 1) if self.sets > 1 else 0)
-        for spec in active_args(self.args, self.case):
+        for index, spec in enumerate(active_args(self.args, self.case)):
             if not spec.is_tensor or spec.name in self.recorded:
                 continue
             block = self.blocks[spec.name]
@@ -263,7 +264,11 @@ class SlotBank:
                 # kernel's loads and have the judge credit (tests/test_judge_attacks_round6.py)
                 lo, hi = SCALE_LOG10
                 scale = 10 ** (lo + (hi - lo) * float(torch.rand(1, generator=host))) if spec.vary else 1.0
-                block.normal_(mean=0.0, std=scale * spec.scale, generator=gen)
+                if not self.per_slot_scales and window_fill.supported(block):
+                    # inside the judge's clock: one write pass near memory bandwidth (runners/window_fill.py)
+                    window_fill.fill(block, window_fill.key_of(seed, index, spec.name), scale * spec.scale)
+                else:
+                    block.normal_(mean=0.0, std=scale * spec.scale, generator=gen)
                 if spec.vary:
                     self._structured_rows(spec.name, gen, scale, host)
         for t, source in self.copies:
