@@ -6,9 +6,10 @@
 #   d:     (d) on RMSNorm, 8 candidates, with the correctness phase's parts;
 #   dshort: (d) on CANDIDATES (3) with the worker's parts of each call, the trials paired behind the uid wall;
 #   pins:  the bundle's autotune pins on LayerNorm (tests/test_autotune_judge.py -k gpu);
+#   parts: the window's fill and commitment against what they replaced (bench/window_fill_gpu.py, commit_check_gpu.py);
 #   noise: the judge's clock over ten rounds a side, quiet window and not (bench/judge_diag.py layer_norm, NOISE_VARIANTS);
 #   a:     (a) on KERNELS (all) with RUNS (3) fresh evaluators.
-# Fifteenth session, in order: 1. STEP=pins,noise  2. STEP=dshort,a RUNS=2 KERNELS=softmax,layer_norm  3. STEP=gpu
+# Fifteenth session: 1. STEP=pins,noise (done)  2. STEP=parts,noise,dshort NOISE_VARIANTS=rounds10  3. STEP=a or gpu
 source "$(dirname "$0")/device_setup.sh"
 for step in ${STEP//,/ }; do
 case "$step" in
@@ -47,6 +48,13 @@ print({k: v for k, v in r.items() if '.call.' in k})" "$OUT/d-short/evaluator.js
   pins)
     timeout "${PINS_S:-50}" $PYTEST tests/test_autotune_judge.py -k gpu > "$OUT/pins.txt" 2>&1
     echo "pins rc=$?"; grep -E "^(FAILED|ERROR)|passed|failed|^E " "$OUT/pins.txt" | cut -c1-300 | tail -6
+    ;;
+  parts)  # the window's fill and commitment, new against old, and their integers against the CPU's
+    timeout 120 python3 bench/commit_check_gpu.py > "$OUT/commit-check.json" 2> "$OUT/commit-check.err"; echo "commit check rc=$?"
+    python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print({k: v for k, v in d.items() if k not in ('checks', 'in place blocks')}, \
+all(d['checks'].values()), [k for k, v in d['checks'].items() if not v])" "$OUT/commit-check.json" | cut -c1-900
+    timeout 150 python3 bench/window_fill_gpu.py "$OUT/window-fill.json" > "$OUT/window-fill.txt" 2>&1; echo "fill rc=$?"
+    cut -c1-220 "$OUT/window-fill.txt" | tail -8
     ;;
   noise)
     DIAG_SHAPES='[{"M": 512, "N": 4096}, {"M": 8192, "N": 4096}]' timeout "${NOISE_S:-400}" python3 bench/judge_diag.py \
