@@ -67,13 +67,15 @@ def main() -> None:
             fill(1000 + r)
             torch.cuda.synchronize()
             timer.sample_us(1)
+            segments = torch.cuda.memory_stats().get("segment.all.allocated", 0)  # cudaMalloc calls so far
             t0 = time.perf_counter()
             pass_us, _, part = timer.window(min(p.window_lead_cycles, 30 * count), fill=lambda s=2000 + r: fill(s),
                                             key=77 + r)
             wall = (time.perf_counter() - t0) * 1e3
-            parts.append({"wall": wall, "pass": pass_us / 1e3, **{k[:-3]: v / 1e3 for k, v in part.items()}})
+            parts.append({"wall": wall, "pass": pass_us / 1e3, **{k[:-3]: v / 1e3 for k, v in part.items()},
+                          "mallocs": torch.cuda.memory_stats().get("segment.all.allocated", 0) - segments})
         print(f"{kernel} M={shape['M']} slots {count}, checkpoints {len(checks.at)}")
-        for k in ("wall", "host", "lead", "fill", "pass", "commit"):
+        for k in ("wall", "host", "lead", "fill", "pass", "commit", "mallocs"):
             v = [q[k] for q in parts[1:]]
             print(f"  {k:8s} median {statistics.median(v):7.3f} ms  range {min(v):7.3f}-{max(v):7.3f}")
         for k, v in HOST.items():
