@@ -21,19 +21,19 @@ from .inputs import case_shapes
 from .protocol import Refusal, commitment_of, meta_nbytes, trial_seed
 from .results import CaseResult
 from .task import Case
-from .commitments import ROW_BUDGET_WORDS, _padded_words, digest, matches
-from .openings import OpeningError, check_openings, compare_chunks
-from .wire import WireError, decode_value
+from .commitments import matches
+from .openings import compare_chunks
 
 from .corroboration import (  # noqa: F401 - re-exported: the judge's clock, in one place
     CROSS_PROCESS_US_PER_SLOT, MAX_PLAUSIBLE_SPEEDUP, Corroboration, corroborate, credit_cap, implausible)
 from .sample_stats import decided, spread
+from .window_checks import WindowChecks
 
 WINDOW_SPIN_S = 0.25  # the judge polls this long for a window's reply before sleeping on the pipe (window_quiet)
 WORKER_SPIN_S = 0.02  # and asks the worker to poll this long for the window request after its warm-up
 LEAD_CYCLES_PER_SLOT = 30  # the window's lead per slot, up to Protocol.window_lead_cycles (8192 slots: about all of it)
 
-class TimingSteps:
+class TimingSteps(WindowChecks):
     """Methods of the judge that time; they use its spec, its protocol ``p`` and its two workers."""
 
     @contextlib.contextmanager
@@ -155,6 +155,12 @@ class TimingSteps:
             for w in quiet:
                 w.resume()
 
+    def _spins(self) -> bool:
+        """Whether the window's replies are polled for: on a GPU only. Where the device is the CPU (the interpreter's
+        timed stand-in), a polling process takes a core from the work being timed: on two cores the stand-in's clock
+        then saw a worker that forged 4x at up to 3.4x, and passed it (about one run in six)."""
+        return self.p.window_quiet and getattr(self, "device", "cuda") == "cuda"
+
     def _window(self, worker, seed: int, key: int, count: int) -> tuple[float, dict]:
         # The lead covers the host's enqueueing of the pass, which grows with the slots: at a few slots of a large
         # call the fill alone keeps the device busy that long, and a fixed lead, never credited
@@ -166,7 +172,7 @@ class TimingSteps:
         try:
             t0 = time.perf_counter()
             reply = worker.request("window", seed=seed, lead_cycles=lead, key=key, quiet=self.p.window_quiet,
-                                   spin_s=WINDOW_SPIN_S if self.p.window_quiet else 0.0)
+                                   spin_s=WINDOW_SPIN_S if self._spins() else 0.0)
             elapsed_us = (time.perf_counter() - t0) * 1e6
         finally:
             if quiet:
@@ -174,53 +180,6 @@ class TimingSteps:
         if not reply.get("ok"):
             raise Refusal("timing", f"the timed window failed: {reply.get('error')}")
         return elapsed_us, reply
-
-    def _window_hashes(self, worker, reply: dict, count: int, key: int, root) -> tuple[list[int], dict]:
-        """A worker's per-slot commitments of a window (an int64 file of ``count`` values, shown after the clock) and
-        its outputs' chunk-level nodes (runners/openings.py), checked against the digest it sent when its pass
-        ended. Returns the commitments, the rows ((position, first slot) -> (level, nbytes, nodes, members)) and the
-        checkpoints' traces with their layout (runners/checkpoints.py), which the digest covers too."""
-        stage = "timing" if worker is self.candidate else "baseline"
-        rows: dict = {}
-        try:
-            hashes = decode_value(reply.get("commitments"), worker.outbox, 8 * count)
-            budget = [8 * ROW_BUDGET_WORDS]
-            listed = reply.get("rows") or []
-            if not isinstance(listed, list) or not all(isinstance(row, dict) for row in listed):
-                raise WireError("the rows of nodes are not a list of rows")
-            for row in listed:
-                p, level, nbytes, members = row.get("position"), row.get("level"), row.get("nbytes"), row.get("slots")
-                if members is not None and not (isinstance(members, list) and members and all(
-                        type(m) is int and 0 <= m < count for m in members) and members == sorted(set(members))):
-                    raise WireError("a block of rows whose slots are not a list of distinct slots in order")
-                block = (p, members[0] if members else 0)
-                if type(p) is not int or block in rows or type(level) is not int or not 0 <= level < 64 \
-                        or type(nbytes) is not int or nbytes < 0:
-                    raise WireError("a row of nodes that names no output")
-                nodes = decode_value(row.get("nodes"), worker.outbox, budget[0], budget=budget)
-                if not (type(nodes) is torch.Tensor and nodes.dtype == torch.int64 and nodes.dim() == 2
-                        and nodes.shape[0] == (len(members) if members else count)
-                        and nodes.shape[1] == _padded_words(nbytes) >> level):
-                    raise WireError(f"the row of nodes of output {p} has the wrong form")
-                rows[block] = (level, nbytes, nodes, tuple(members) if members else None)
-            traces = checkpoints.read_traces(reply, lambda meta, most: decode_value(meta, worker.outbox, most))
-        except WireError as exc:
-            raise Refusal(stage, f"the per-slot commitments of the judge's window could not be read: {exc}") from exc
-        if not (type(hashes) is torch.Tensor and hashes.dtype == torch.int64 and tuple(hashes.shape) == (count,)
-                and type(root) is int and digest(hashes, key, [rows[b][2] for b in sorted(rows)], traces[0]) == root):
-            raise Refusal(stage, "the per-slot commitments shown are not the ones committed to when the judge's "
-                                 "window ended (work done after the clock stopped)")
-        return [int(h) for h in hashes.tolist()], rows, traces
-
-    def _opened(self, worker, reply: dict, opening: dict, count: int, root, hashes=None) -> dict:
-        """A worker's opened chunks, each checked up to the nodes it committed to (on the CPU)."""
-        stage = "timing" if worker is self.candidate else "baseline"
-        commits, rows = (hashes or self._window_hashes(worker, reply, count, opening["key"], root))[:2]
-        try:
-            return check_openings(reply.get("open"), lambda meta, most: decode_value(meta, worker.outbox, most),
-                                  commits, rows, opening["slots"], opening["seed"], opening["per"], opening["key"])
-        except (OpeningError, WireError) as exc:
-            raise Refusal(stage, f"an opened slot of the judge's window: {exc}") from exc
 
     def _corroborate(self, case: Case, index: int, secret: int, result: CaseResult) -> None:
         """The judge's own clock. Each side captures one pass over N slots, all with distinct values made from
@@ -249,20 +208,64 @@ class TimingSteps:
         per_slot = self._per_call_bytes(case)
         # at least two slots a round (a few hundred MB each at prefill sizes), within the fetch budget otherwise
         reveal = min(count, max(2, p.max_fetch_bytes // per_slot), p.reveal_slots)
+        # A claim just past what the clock resolves (``window_retry_band`` past it) is measured again on fresh
+        # values (``window_retries``) before the candidate is quarantined: an honest baseline was quarantined against
+        # itself on the H200 by 1.4 % (LayerNorm, M=1, fifteenth session). A claim further off is quarantined at
+        # once, and what is credited is held to the lowest view of every measurement (below), so the second chance
+        # credits a forged claim no more than the clock saw.
+        verdicts = []
+        for attempt in range(1 + max(0, p.window_retries)):
+            walls_b, walls_c, passes_b, shaveable_b, leads_b, parts_b, parts_c, checks_b = self._clock_rounds(
+                case, index, secret, count, bank, reveal, tol, 1000 * attempt)
+            verdict = corroborate(walls_b, passes_b, walls_c, result.baseline_us, result.candidate_us,
+                                  p.corroboration_tolerance, p.clock_jitter_us, shaveable_b, count, leads_b, checks_b)
+            verdicts.append(verdict)
+            near = verdict.claimed <= verdict.judge_speedup * (1 + verdict.allowed) * (1 + p.window_retry_band)
+            if verdict.ok or not near:
+                break
+        for worker in (self.oracle, self.candidate):
+            worker.request("release")
+        result.window_ms = [round(w / 1000, 4) for w in walls_b + walls_c]
+        result.window_parts, result.window_slots, result.window_claimed_parts = parts_b, count, parts_c
+        if verdict.resolved:
+            result.judge_us = result.baseline_us / verdict.judge_speedup
+            result.judge_ratio = result.judge_us / result.candidate_us if result.candidate_us else None
+        else:  # the clock could not resolve this size: no number of its own, and no credit beyond 1.0x below
+            result.add_message("judge's clock: unresolved at this size")
+        if not verdict.ok:
+            raise Refusal("timing", f"{case.id}: the candidate's claimed speedup {verdict.claimed:.3f}x is above what "
+                                    f"the judge's clock saw, {verdict.judge_speedup:.3f}x over {count} calls on fresh "
+                                    f"values (allowed {verdict.allowed:.0%} for the clock's resolution at this size; "
+                                    f"{len(verdicts)} measurement(s), each beyond it): timing not corroborated, "
+                                    f"quarantined")
+        # Within the allowance, a speedup counts only as far as the judge's clock saw it (plus its tolerance):
+        # what the clock cannot resolve is never credited to the candidate.
+        cap = min(credit_cap(v, p.corroboration_tolerance) for v in verdicts)
+        if verdict.claimed > cap:
+            result.claimed_us = result.candidate_us
+            result.candidate_us = result.baseline_us / cap
+
+    def _clock_rounds(self, case: Case, index: int, secret: int, count: int, bank: dict, reveal: int, tol,
+                      offset: int) -> tuple:
+        """One measurement of the judge's clock: ``window_rounds`` rounds, the sides alternated, each round's outputs
+        shown, opened and traced against the oracle's. Returns the walls, the oracle's passes, shaveable parts, leads
+        and parts, the candidate's own parts and the checkpoints' time (``corroborate``'s lists)."""
+        p = self.p
         walls_b, walls_c, passes_b, shaveable_b, leads_b, parts_b, checks_b = [], [], [], [], [], [], []
         parts_c = []  # the candidate's own account of its requests: never used, kept to diagnose the clock
-        for round_ in range(p.window_rounds):
+        for r in range(p.window_rounds):
+            round_ = r + offset  # each measurement's rounds draw their own seeds
             seed = trial_seed(secret, 50_000 + round_, index)
             key = trial_seed(secret, 65_000 + round_, index)  # the commitments' key, sent with the timed request
             pair = [(self.oracle, walls_b), (self.candidate, walls_c)]
             replies: dict = {}
-            for worker, walls in (pair if round_ % 2 == 0 else pair[::-1]):
+            for worker, walls in (pair if r % 2 == 0 else pair[::-1]):
                 # Clocks up on other values; this round's seed is sent only with the timed request, so no
                 # work on these values can happen before the judge's clock runs.
                 with self._alone(worker), self._spent("timing.window_passes"):
                     worker.request("refill", which="window", seed=trial_seed(secret, 55_000 + round_, index))
                     worker.request("sample", which="window", replays=1,
-                                   spin_next=WORKER_SPIN_S if p.window_quiet else 0.0)
+                                   spin_next=WORKER_SPIN_S if self._spins() else 0.0)
                     wall, replies[worker.role] = self._window(worker, seed, key, count)
                 walls.append(wall)
             oracle_reply = replies["oracle"]
@@ -335,28 +338,7 @@ class TimingSteps:
                 raise Refusal("timing", f"{case.id}: {wrong}")
             self._clear_outbox(self.oracle)
             self._clear_outbox(self.candidate)
-        for worker in (self.oracle, self.candidate):
-            worker.request("release")
-        result.window_ms = [round(w / 1000, 4) for w in walls_b + walls_c]
-        result.window_parts, result.window_slots, result.window_claimed_parts = parts_b, count, parts_c
-        verdict = corroborate(walls_b, passes_b, walls_c, result.baseline_us, result.candidate_us,
-                              p.corroboration_tolerance, p.clock_jitter_us, shaveable_b, count, leads_b, checks_b)
-        if verdict.resolved:
-            result.judge_us = result.baseline_us / verdict.judge_speedup
-            result.judge_ratio = result.judge_us / result.candidate_us if result.candidate_us else None
-        else:  # the clock could not resolve this size: no number of its own, and no credit beyond 1.0x below
-            result.add_message("judge's clock: unresolved at this size")
-        if not verdict.ok:
-            raise Refusal("timing", f"{case.id}: the candidate's claimed speedup {verdict.claimed:.3f}x is above what "
-                                    f"the judge's clock saw, {verdict.judge_speedup:.3f}x over {count} calls on fresh "
-                                    f"values (allowed {verdict.allowed:.0%} for the clock's resolution at this size): "
-                                    f"timing not corroborated, quarantined")
-        # Within the allowance, a speedup counts only as far as the judge's clock saw it (plus its tolerance):
-        # what the clock cannot resolve is never credited to the candidate.
-        cap = credit_cap(verdict, p.corroboration_tolerance)
-        if verdict.claimed > cap:
-            result.claimed_us = result.candidate_us
-            result.candidate_us = result.baseline_us / cap
+        return walls_b, walls_c, passes_b, shaveable_b, leads_b, parts_b, parts_c, checks_b
 
     def reference_time(self, case: Case, index: int, secret: int, result: CaseResult) -> None:
         """torch.compile of the torch reference, timed in the oracle worker over the same kind of slots."""

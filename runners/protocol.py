@@ -34,6 +34,10 @@ class Protocol:
     window_bytes: int = 6 << 30  # memory for the window's distinct slots, per side
     max_window_slots: int = 8192  # at decode sizes (~1.5 us a call) a pass of ~12 ms against ~1 ms of extra
     window_rounds: int = 3  # alternated passes per side, fresh values each; the shortest counts
+    # a claim just beyond what the clock resolves (by at most ``window_retry_band``) is measured again (fresh values,
+    # the same rounds) this many times before the candidate is quarantined; the credit is held to the lowest view
+    window_retries: int = 1
+    window_retry_band: float = 0.05
     corroboration_tolerance: float = 0.05  # |judge's clock / claimed - 1| allowed, plus the clock's jitter
     clock_jitter_us: float = 150.0  # round trip of a request, as a share of a short pass
     reveal_slots: int = 16  # slots the judge has shown after each pass, chosen in secret
@@ -47,8 +51,8 @@ class Protocol:
     # (runners/corroboration.py corroborate)
     window_lead_cycles: int = 250_000
     # the window's requests without garbage collection on either side, their replies polled for rather than slept
-    # on (the worker polls for the window request after its warm-up): host time that varied by up to 1 ms between
-    # rounds of a 1.7-8.5 ms pass sat inside the judge's clock on the H200 (fourteenth session)
+    # on where the device is a GPU (the worker polls for the window request after its warm-up): the requests' host
+    # time beyond their device work was 0.25-0.8 ms on the H200 without, 0.15-0.3 ms with (fifteenth session)
     window_quiet: bool = True
     # checkpoints between the calls of the window's pass (runners/checkpoints.py): after this share of the calls (at
     # least ``checkpoint_least``), drawn in secret, a trace of the call's outputs and a link into the next call's input,

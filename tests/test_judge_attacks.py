@@ -171,7 +171,9 @@ def _alive(pid: int) -> bool:
 # ``timed``: the workers run a CPU stand-in for the GPU timing path (host clock for CUDA events, direct calls
 # instead of graph replay) and the judge runs its whole timing protocol, window and reveals included, with
 # small numbers: timing attacks on the protocol show on the CPU. The stand-in changes only how a worker
-# measures; every judge step is the real one.
+# measures; every judge step is the real one. It judges one measurement of the clock (``window_retries=0``): its host
+# clock and its 50 % tolerance make the allowance so wide that a claim several times off is within the retry's band
+# of it, so a second chance would test the stand-in's noise; the retry's decision is tests/test_corroboration.py's.
 _SHIM = r"""
 import runpy, sys, time
 import torch
@@ -228,7 +230,7 @@ if timed:
                                          env_set={{"TRITON_INTERPRET": "1"}})
     protocol = Protocol(min_rounds=4, max_rounds=4, case_time_cap_s=0.2, sample_us=1.0, slot_us=1.0, max_slots=2,
                         window_us=1.0, max_window_slots=2, window_rounds=1, corroboration_tolerance=0.5,
-                        reveal_slots=2, window_lead_cycles=0)
+                        reveal_slots=2, window_lead_cycles=0, window_retries=0)
     protocol = dataclasses.replace(protocol, **json.loads(sys.argv[4]))
 results = []
 with Evaluator(bundle, backend, timeout=90, trials=1, spare=False, protocol=protocol) as ev:
@@ -287,7 +289,9 @@ def timed_attacks(rms_bundle, tmp_path_factory) -> dict:
     (they patch only their own worker, which dies after each evaluation); last, the sample-time forger again under
     the search's screening protocol ("screening")."""
     runs = [_source(c) for c in _TIMED] + [[_source("forges_sample_times.py"), "search"]]
-    results = _own_judge(rms_bundle, tmp_path_factory.mktemp("timed"), runs, timed=True)
+    # three rounds a side, the shortest of the last two counting: with one, a single slow request of the oracle's on
+    # the stand-in's host clock read the forger at 3.4x and passed it (about one run in five on two cores)
+    results = _own_judge(rms_bundle, tmp_path_factory.mktemp("timed"), runs, timed=True, numbers={"window_rounds": 3})
     return dict(zip([*_TIMED, "screening"], results))
 
 
@@ -295,7 +299,7 @@ def test_forged_sample_times_are_not_corroborated(timed_attacks):
     """Control for the timed stand-in: a worker that reports a quarter of its sample times (what scaling
     `torch.cuda.Event.elapsed_time` does) is quarantined by the judge's own clock."""
     ev = timed_attacks["forges_sample_times.py"]
-    assert not ev["ok"] and ev["stage"] == "timing" and "not corroborated" in ev["error"], ev
+    assert not ev["ok"] and ev["stage"] == "timing" and "not corroborated" in ev["error"], json.dumps(ev)
 
 
 def test_screening_still_runs_the_clock_where_a_speedup_is_claimed(timed_attacks):

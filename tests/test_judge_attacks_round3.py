@@ -45,7 +45,7 @@ backends.BACKENDS[backend] = Backend(name=backend, device="cpu", timed=True, war
                                      env_set={{"TRITON_INTERPRET": "1"}})
 full = Protocol(min_rounds=4, max_rounds=4, case_time_cap_s=0.2, sample_us=1.0, slot_us=1.0, max_slots=2,
                 window_us=1.0, max_window_slots=2, window_rounds=3, corroboration_tolerance=0.5, reveal_slots=2,
-                window_lead_cycles=0)
+                window_lead_cycles=0, window_retries=0)
 results = []
 with Evaluator(bundle, backend, timeout=120, trials=1, spare=False, protocol=full) as ev:
     ev.search_protocol = dataclasses.replace(full, window_every_case=False, profile_every_case=False, name="search")

@@ -382,7 +382,7 @@ backend = "cpu-timed-stand-in"
 backends.BACKENDS[backend] = Backend(name=backend, device="cpu", timed=True, warp_size=32,
                                      env_set={{"TRITON_INTERPRET": "1"}})
 base = Protocol(min_rounds=4, max_rounds=4, case_time_cap_s=0.2, sample_us=1.0, slot_us=1e9, window_us=1e9,
-                window_rounds=3, corroboration_tolerance=0.5, window_lead_cycles=0)
+                window_rounds=3, corroboration_tolerance=0.5, window_lead_cycles=0, window_retries=0)
 results = []
 with Evaluator(bundle, backend, timeout=120, trials=1, spare=False, protocol=base) as ev:
     ev._peak = (1e12, 1 << 40)  # no bandwidth probe on the CPU: plausibility by the speedup bound only

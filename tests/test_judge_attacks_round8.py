@@ -224,8 +224,19 @@ def test_the_per_value_tuner_is_slow_at_every_new_value(head_bundle, tmp_path): 
             times.append(time.perf_counter() - t0)
         return min(times)
 
+    def both(n, calls=25) -> tuple[float, float]:
+        """The fastest call of each, the two taken in turn, so that a load on the machine meets both alike (a CI
+        simulation beside another test run read the tuned cheat 3x the baseline with nine calls each, one after
+        the other)."""
+        cheat_times, base_times = [], []
+        for _ in range(calls):
+            cheat_times.append(per_call(cheat.head_max, n, 1))
+            base_times.append(per_call(base.head_max, n, 1))
+        return min(cheat_times), min(base_times)
+
     base.head_max(x, 300)
-    assert per_call(cheat.head_max, 200) < 2 * per_call(base.head_max, 200)  # met before: tuned
+    tuned, plain = both(200)
+    assert tuned < 2 * plain  # met before: tuned
     fresh = [301, 333, 377, 411, 457]
     t0 = time.perf_counter()
     for n in fresh:

@@ -158,7 +158,7 @@ def who_was_stopped(stand_in) -> dict:
     bundle, backend = stand_in
     protocol = Protocol(min_rounds=4, max_rounds=4, case_time_cap_s=0.2, sample_us=1.0, slot_us=1.0, max_slots=2,
                         window_us=1.0, max_window_slots=2, window_rounds=1, corroboration_tolerance=0.5,
-                        reveal_slots=2, window_lead_cycles=0)
+                        reveal_slots=2, window_lead_cycles=0, window_retries=0)
     stopped: set[int] = set()
     seen: dict = {"candidate sample": [], "oracle sample": [], "window": []}
     pause, resume, request = WorkerProcess.pause, WorkerProcess.resume, WorkerProcess.request
