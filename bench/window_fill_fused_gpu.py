@@ -19,6 +19,7 @@ import torch  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
+from bench.window_fill_gpu import timed as _timed  # noqa: E402
 from runners import window_fill as wf  # noqa: E402
 from runners.window_fill import _GOLDEN, _MIX1, _MIX2, _MIX3, _value  # noqa: E402
 
@@ -73,15 +74,8 @@ def _fused(w_ptr, out_ptr, rout_ptr, T, H, row_len, eps, kx, kr, fx, fr, exponen
 
 
 def timed(fn, rounds: int = 25) -> float:
-    times = []
-    for _ in range(rounds):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    return statistics.median(times[3:])
+    """The median of ``rounds`` timed calls, the first three left out (bench/window_fill_gpu.py ``timed``)."""
+    return statistics.median(_timed(fn, rounds)[3:])
 
 
 def main() -> None:
