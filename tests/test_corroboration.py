@@ -140,7 +140,7 @@ def test_the_windows_lead_grows_with_its_slots():
             sent.append(kw["lead_cycles"])
             return {"ok": True}
 
-    judge = SimpleNamespace(p=Protocol())
+    judge = SimpleNamespace(p=Protocol(), _spins=lambda: False)
     for count in (48, 731, 8192, 20_000):
         TimingSteps._window(judge, Worker(), seed=1, key=2, count=count)
     assert sent == [48 * LEAD_CYCLES_PER_SLOT, 731 * LEAD_CYCLES_PER_SLOT, 8192 * LEAD_CYCLES_PER_SLOT,
