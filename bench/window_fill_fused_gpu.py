@@ -21,7 +21,7 @@ import triton.language as tl  # noqa: E402
 
 from bench.window_fill_gpu import timed as _timed  # noqa: E402
 from runners import window_fill as wf  # noqa: E402
-from runners.window_fill import _GOLDEN, _MIX1, _MIX2, _MIX3, _value  # noqa: E402
+from runners.window_fill import _pair_hashes, _value  # noqa: E402
 
 CASES = {"T=512,H=4096": (384, 512, 4096), "T=4096,H=4096": (48, 4096, 4096), "T=32,H=4096": (6144, 32, 4096)}
 
@@ -44,16 +44,7 @@ def _honest(x_ptr, r_ptr, w_ptr, out_ptr, rout_ptr, T, H, row_len, eps, BLOCK: t
 @triton.jit
 def _generated(first, key, factor, exponent, BLOCK: tl.constexpr, ty: tl.constexpr):
     """The fill's values of elements ``first .. first + BLOCK`` (``first`` even), as the block holds them."""
-    pair = tl.arange(0, BLOCK // 2)
-    base = (key.to(tl.int64).to(tl.uint64, bitcast=True) + (first // 2).to(tl.uint64, bitcast=True)) * _GOLDEN
-    x = base + pair.to(tl.uint32).to(tl.uint64) * _GOLDEN
-    x = x ^ (x >> 32)
-    x = x * _MIX1
-    x = x ^ (x >> 32)
-    x = x * _MIX2
-    x = x ^ (x >> 32)
-    y = x * _MIX3
-    y = y ^ (y >> 32)
+    x, y = _pair_hashes(key, first, BLOCK)
     both = tl.join(_value(x, factor, exponent).to(ty), _value(y, factor, exponent).to(ty))
     return tl.reshape(both, (BLOCK,)).to(tl.float32)
 

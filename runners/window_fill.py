@@ -99,9 +99,9 @@ def _stored(value, out_ty: tl.constexpr, BF16_BY_HAND: tl.constexpr):
     return value.to(out_ty)  # round to nearest even (cvt.rn), as torch's .to
 
 
-@triton.jit(do_not_specialize=["key"])
-def _fill_kernel(out_ptr, n, key, factor, exponent, BLOCK: tl.constexpr, BF16_BY_HAND: tl.constexpr):
-    start = tl.program_id(0).to(tl.int64) * BLOCK
+@triton.jit
+def _pair_hashes(key, start, BLOCK: tl.constexpr):
+    """The hashes of elements ``start .. start + BLOCK`` (``start`` even): per pair, x (element 2c) and y (2c + 1)."""
     pair = tl.arange(0, BLOCK // 2)
     # a key that fits in 32 bits comes as an int32: widened first (with its sign, as the int64 it is)
     base = (key.to(tl.int64).to(tl.uint64, bitcast=True) + (start // 2).to(tl.uint64, bitcast=True)) * _GOLDEN
@@ -113,6 +113,13 @@ def _fill_kernel(out_ptr, n, key, factor, exponent, BLOCK: tl.constexpr, BF16_BY
     x = x ^ (x >> 32)
     y = x * _MIX3
     y = y ^ (y >> 32)
+    return x, y
+
+
+@triton.jit(do_not_specialize=["key"])
+def _fill_kernel(out_ptr, n, key, factor, exponent, BLOCK: tl.constexpr, BF16_BY_HAND: tl.constexpr):
+    start = tl.program_id(0).to(tl.int64) * BLOCK
+    x, y = _pair_hashes(key, start, BLOCK)
     ty: tl.constexpr = out_ptr.dtype.element_ty
     both = tl.join(_stored(_value(x, factor, exponent), ty, BF16_BY_HAND),
                    _stored(_value(y, factor, exponent), ty, BF16_BY_HAND))
