@@ -24,7 +24,7 @@ from runners.judge import Protocol  # noqa: E402
 def windows(paths: list[str]):
     for path in paths:
         for kernel, part in json.loads(Path(path).read_text())["a"].items():
-            for run in part["runs"]:
+            for run in part.get("runs", []) if isinstance(part, dict) else []:  # the part's summary numbers aside
                 for case, row in run.items():
                     if not case.startswith("_") and isinstance(row, dict) and row.get("window_ms"):
                         yield kernel, case, row

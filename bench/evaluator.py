@@ -184,8 +184,8 @@ def part_d(count: int, save=lambda partial: None, protocol: str = "search", pref
             if prefetch and i + 1 < len(sources):
                 ev.prefetch(sources[i + 1])
             r = running.result()
-            rows.append({"ok": r.ok, "stage": r.stage, "duration_s": r.duration_s, "phases": r.phases,
-                         "fitness": r.fitness, "samples": [c.samples for c in r.cases]})
+            rows.append({"ok": r.ok, "stage": r.stage, "error": r.error[:600], "duration_s": r.duration_s,
+                         "phases": r.phases, "fitness": r.fitness, "samples": [c.samples for c in r.cases]})
             save({"rows": rows, "wall_s_so_far": time.perf_counter() - t0})
         wall = time.perf_counter() - t0
         pool.shutdown()
@@ -194,7 +194,7 @@ def part_d(count: int, save=lambda partial: None, protocol: str = "search", pref
     per = statistics.mean(r["duration_s"] for r in rows)
     return {"protocol": protocol, "prefetch": prefetch, "candidates": count, "wall_s": wall,
             "per_minute": 60 * count / wall, "mean_s": per, "phases_mean_s": phases,
-            "overhead_beyond_compile_and_timing_s": per - phases["correctness"] - phases["timing"],
+            "overhead_beyond_compile_and_timing_s": per - phases.get("correctness", 0.0) - phases.get("timing", 0.0),
             "requests_s_per_candidate": {k: round(v / count, 4) for k, v in sorted(requests.items())}, "rows": rows}
 
 
@@ -213,10 +213,10 @@ def trace_requests() -> dict:
         kind = re.sub(r"[0-9]+", "", str(fields.get("tag", "")))
         return f"{role}.{op}.{kind}" if kind else f"{role}.{op}"
 
-    def request(self, op: str, **fields) -> dict:  # the round trip's wall (a paired trial's are in its phase)
-        t = time.perf_counter()
+    def request(self, op: str, *, spin_s: float = 0.0, **fields) -> dict:  # the round trip's wall (a paired
+        t = time.perf_counter()  # trial's are in its phase)
         try:
-            return plain_request(self, op, **fields)
+            return plain_request(self, op, spin_s=spin_s, **fields)
         finally:
             key = key_of(self.role, op, fields)
             spent[key] = spent.get(key, 0.0) + time.perf_counter() - t
@@ -225,10 +225,10 @@ def trace_requests() -> dict:
         self._trace_key = key_of(self.role, op, fields)
         return plain_send(self, op, **fields)
 
-    def receive(self) -> dict:
+    def receive(self, spin_s: float = 0.0) -> dict:
         # a call's parts in the worker (runners/worker.py ``spent``): reading the inputs, the call, writing the
         # outputs, the commitments; the rest of the round trip is the pipe and the judge's side
-        reply = plain_receive(self)
+        reply = plain_receive(self, spin_s)
         key = getattr(self, "_trace_key", "?")
         for part, seconds in (reply.get("spent") or {}).items():
             spent[f"{key}.{part}"] = spent.get(f"{key}.{part}", 0.0) + float(seconds)

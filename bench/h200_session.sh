@@ -8,6 +8,8 @@
 #   pins:  the bundle's autotune pins on LayerNorm (tests/test_autotune_judge.py -k gpu);
 #   parts: the window's fill and commitment against what they replaced (bench/window_fill_gpu.py, commit_check_gpu.py);
 #   noise: the judge's clock over ten rounds a side, quiet window and not (bench/judge_diag.py layer_norm, NOISE_VARIANTS);
+#   profile: the host steps of a window's fill and commitment (bench/window_profile_gpu.py)
+#   warmth: the window's parts after an idle gap and a warm-up (bench/window_warmth_gpu.py)
 #   a:     (a) on KERNELS (all) with RUNS (3) fresh evaluators.
 # Fifteenth session: 1. STEP=pins,noise (done)  2. STEP=parts,noise,dshort NOISE_VARIANTS=rounds10  3. STEP=a or gpu
 source "$(dirname "$0")/device_setup.sh"
@@ -60,6 +62,14 @@ all(d['checks'].values()), [k for k, v in d['checks'].items() if not v])" "$OUT/
     DIAG_SHAPES='[{"M": 512, "N": 4096}, {"M": 8192, "N": 4096}]' timeout "${NOISE_S:-400}" python3 bench/judge_diag.py \
       layer_norm "${NOISE_VARIANTS:-rounds10,rounds10-loud}" > "$OUT/noise.txt" 2>&1
     echo "noise rc=$?"; cut -c1-200 "$OUT/noise.txt" | tail -10
+    ;;
+  profile)  # each host step of the window's fill and commitment, round after round (bench/window_profile_gpu.py)
+    timeout "${PROFILE_S:-200}" python3 bench/window_profile_gpu.py "${PROFILE_ROUNDS:-10}" > "$OUT/window-profile.txt" 2>&1
+    echo "profile rc=$?"; cut -c1-200 "$OUT/window-profile.txt" | tail -60
+    ;;
+  warmth)  # the window's parts after an idle gap and a warm-up of a given length (bench/window_warmth_gpu.py)
+    timeout "${WARMTH_S:-200}" python3 bench/window_warmth_gpu.py "${WARMTH_ROUNDS:-8}" > "$OUT/window-warmth.txt" 2>&1
+    echo "warmth rc=$?"; cut -c1-220 "$OUT/window-warmth.txt" | tail -16
     ;;
   a)
     timeout "${A_S:-560}" python3 bench/evaluator.py --out "$OUT/a-all" --parts a --runs "${RUNS:-3}" \

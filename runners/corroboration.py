@@ -45,11 +45,12 @@ def corroborate(walls_b: list[float], passes_b: list[float], walls_c: list[float
     ``walls_*`` are the judge's wall times of each side's window requests (microseconds), ``passes_b`` the
     trusted oracle's own device time of its passes. A request's wall time carries an extra beyond the pass
     (lead sleep, filling the slots, commitments, the round trip), measured on the oracle; the candidate's pass
-    by the judge's clock is its shortest wall time minus that extra. The first round is a warm-up (first-use
-    costs in a fresh process) and is left out when there are three or more.
+    by the judge's clock is the oracle's shortest pass plus the (upper) median, over the rounds, of how much longer the
+    candidate's request took than the oracle's in the same round. The first round is a warm-up (first-use costs in a fresh
+    process) and is left out when there are three or more.
 
-    The allowance is the tolerance plus what the judge cannot resolve: how much the extra moved, how far it can
-    differ in another process (``CROSS_PROCESS_US_PER_SLOT`` times ``slots``), and the part
+    The allowance is the tolerance plus what the judge cannot resolve: how much the oracle's extra moved, how far
+    it can differ in another process (``CROSS_PROCESS_US_PER_SLOT`` times ``slots``), and the part
     of it a candidate's worker could leave out of its own request (``shaveable_b``: the oracle's lead sleep and
     commitments; the whole extra when not given), relative to the oracle's pass. When the extra moves by half a
     pass or more, or the candidate's pass comes out at less than a tenth of the oracle's, the clock has not
@@ -67,11 +68,23 @@ def corroborate(walls_b: list[float], passes_b: list[float], walls_c: list[float
     extras = [w - q for w, q in zip(walls_b, passes_b)]
     extra = statistics.median(extras)
     checks = min(max(statistics.median(checks_b), 0.0), 0.5 * min(passes_b)) if checks_b else 0.0
+    # the oracle's shortest pass: a disturbed round only lengthens it (a candidate that kept running while stopped
+    # slowed one oracle round fourfold, round 21)
     pass_b = max(min(passes_b) - checks, 1e-3)
     floor = pass_b / MAX_PLAUSIBLE_SPEEDUP
-    pass_c = min(walls_c) - extra - checks
-    # how much the extra moves; from one round it cannot be told, and the extra itself stands in for it; and how
-    # far the candidate's process may differ from the oracle's in its host work per slot (CROSS_PROCESS_US_PER_SLOT)
+    # Paired by round: the candidate's pass is the oracle's pass plus how much longer the candidate's request took
+    # than the oracle's in the same round, the upper median over the counted rounds. The extra around a pass moves
+    # from round to round for both sides alike (the window's fill and commitment, the device's state after the judge's
+    # checks: on the H200 both sides' walls were 14.8 ms in one round and 12.0 in the next, sixteenth session); the
+    # shortest candidate wall less the median extra (the estimator before) read two identical kernels at 0.45-1.76x.
+    # Upper: of an even count, the round less favourable to the candidate (of two counted rounds the plain median is
+    # their mean, and one oracle round slowed k times read as a speedup of (k + 1) / 2, round 21).
+    diffs = [c - b for b, c in zip(walls_b, walls_c)]
+    pass_c = pass_b + statistics.median_high(diffs)
+    # how much the trusted oracle's extra moves (never the rounds' differences: the candidate's walls are its own to
+    # make noisy, and a noisy candidate widened the allowance until a hidden slowdown passed, round 3); from one round
+    # it cannot be told, and the extra itself stands in for it; and how far the candidate's process may differ from
+    # the oracle's in its host work per slot (CROSS_PROCESS_US_PER_SLOT)
     noise = (max(extras) - min(extras) if len(extras) >= 2 else extra) + jitter_us + CROSS_PROCESS_US_PER_SLOT * slots
     shave = statistics.median(shaveable_b) if shaveable_b else extra
     resolved = noise < 0.5 * pass_b and pass_c >= floor

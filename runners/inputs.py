@@ -76,9 +76,13 @@ def range_ends(t: torch.Tensor, low: int, high: int, gen: torch.Generator) -> to
     flat = t.reshape(-1)
     first = int(torch.randint(flat.numel(), (1,), generator=gen, device=gen.device))
     second = (first + 1 + int(torch.randint(flat.numel() - 1, (1,), generator=gen, device=gen.device))) % flat.numel()
-    for place, value in ((first, low), (second, high - 1)):
-        if not bool((flat == value).any()):
-            flat[place] = value
+    for places, value, other in (((first, second), low, high - 1), ((second, first), high - 1, low)):
+        if bool((flat == value).any()):
+            continue
+        # never over the only copy of the other end (placed there, or drawn there: the high end put over the one low
+        # value the draw held at that place lost it)
+        sole = int((flat == other).sum()) == 1
+        flat[next(p for p in places if not (sole and int(flat[p]) == other))] = value
     return t
 
 

@@ -179,7 +179,7 @@ class Isolation:
                 break
             seen += len(pids)
             if os.geteuid() == 0:
-                _kill_all_as(uid)
+                _signal_all_as(uid, signal.SIGKILL)
             for pid in pids:  # and directly, for what the user's own kill could not reach
                 try:
                     os.kill(pid, signal.SIGKILL)
@@ -193,6 +193,8 @@ class Isolation:
         first let fork): pausing a candidate stops what it started in sessions of its own too."""
         if uid is None:
             return
+        if os.geteuid() == 0:  # every process of the user at once, forks in flight too (helpers that hop, round 22)
+            _signal_all_as(uid, sig)
         for _ in range(2):
             for pid in uid_processes(uid):
                 try:
@@ -214,9 +216,10 @@ def uid_processes(uid: int) -> list[int]:
     return pids
 
 
-def _kill_all_as(uid: int) -> None:
-    """``kill(-1, SIGKILL)`` from a forked child that becomes ``uid``: every process of that user at once. The
-    child only makes system calls before ``_exit`` (no interpreter, which other users may not be able to run)."""
+def _signal_all_as(uid: int, sig: int) -> None:
+    """``kill(-1, sig)`` from a forked child that becomes ``uid``: every process of that user at once (the kernel
+    signals them under its task-list lock, so a process that keeps forking and exiting is reached too). The child only
+    makes system calls before ``_exit`` (no interpreter, which other users may not be able to run)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads: the child runs no Python code
         pid = os.fork()
@@ -225,7 +228,7 @@ def _kill_all_as(uid: int) -> None:
             os.setgroups([])
             os.setgid(uid)
             os.setuid(uid)
-            os.kill(-1, signal.SIGKILL)
+            os.kill(-1, sig)
         finally:
             os._exit(0)
     try:

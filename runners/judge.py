@@ -19,7 +19,6 @@ into plain tensors (runners/wire.py). The steps, per evaluation:
 from __future__ import annotations
 
 import contextlib
-import time
 from pathlib import Path
 
 import torch
@@ -28,10 +27,10 @@ from .exchange import Exchange, clear_folder
 from .compare import compare_outputs, flatten, output_scale, output_scales
 from .inputs import make_inputs
 from .layouts import layouts_to_try, masked_rows, row_padded, same_layout
-from .judge_clock import MAX_PLAUSIBLE_SPEEDUP, Corroboration, TimingSteps, corroborate, implausible
+from .judge_clock import MAX_PLAUSIBLE_SPEEDUP, Corroboration, TimingSteps, corroborate, implausible  # noqa: F401
 from .kernel_share import KernelShare, borrowed_name
 from .protocol import Protocol, Refusal, commitment_of, meta_nbytes, moved_bytes, nbytes_of, trial_seed
-from .results import CaseResult, Evaluation
+from .results import CaseResult
 from .task import Case, TaskSpec
 from .wire import decode_value, describe_structure, structure, tensor_layouts, unsupported
 
@@ -307,84 +306,5 @@ class Judge(TimingSteps, KernelShare):
         return True
 
 
-def claimed_faster(results: list[CaseResult]) -> set[int]:
-    """The cases where the candidate's timed result is faster than the baseline's."""
-    return {i for i, r in enumerate(results) if r.speedup is not None and r.speedup > 1.0}
-
-
-def profiled_cases(faster: set[int], count: int, every: bool) -> list[int]:
-    """Where the own-kernel share is taken: every case (torch may hide at any size), or, while screening, the
-    cases where the candidate claims a speedup (elsewhere it gains nothing; the champion is re-run with every
-    case profiled)."""
-    return list(range(count)) if every else sorted(faster)
-
-
-def evaluate(judge: Judge, cases: list[Case], secret: int, trials: int, time_it: bool, reference: bool,
-             ev: Evaluation, peak: tuple[float, int] | None) -> Evaluation:
-    """The whole protocol for one candidate; ``ev`` arrives with stage 'correctness'."""
-    mark = time.perf_counter()
-
-    def phase(name: str) -> None:
-        nonlocal mark
-        now = time.perf_counter()
-        ev.phases[name] = ev.phases.get(name, 0.0) + now - mark
-        mark = now
-
-    try:
-        for index, case in enumerate(cases):
-            result = CaseResult(case=case.id)
-            ev.cases.append(result)
-            judge.check_case(case, index, secret, trials, result)
-            result.correct = True
-        phase("correctness")
-        if time_it and judge.backend.timed:
-            ev.stage = "timing"
-            for index, (case, result) in enumerate(zip(cases, ev.cases)):
-                judge.time_case(case, index, secret, result)
-                result.bandwidth_gbs = result.bytes_moved / (result.candidate_us * 1e-6) / 1e9
-                phase("timing")
-                # torch.compile compiles once per shape: the peer column is timed at the configured shapes only,
-                # not at every call captured from the repository's tests (a baseline check stayed minutes in it)
-                if reference and judge.spec.reference and case.origin == "config":
-                    judge.reference_time(case, index, secret, result)
-                    phase("torch.compile")
-            judge.spot_check(secret)
-            phase("timing")
-            faster = claimed_faster(ev.cases)
-            for index in profiled_cases(faster, len(cases), judge.p.profile_every_case):
-                judge.own_kernel_share(cases[index], index, secret, ev.cases[index])
-            judge.release()
-            phase("profile")
-            # A candidate that behaves while checked and cuts corners once the calls pile up is caught here (while
-            # screening, only a candidate that claims a speedup somewhere has anything to gain from that).
-            if judge.p.window_every_case or faster:
-                for index, case in enumerate(cases):
-                    # a later trial's inputs, not trial 0's plain ones, and the padded layouts where the protocol
-                    # says: corner cuts taken only once timed were right on those and passed (round 17)
-                    judge.check_case(case, index, secret + 1, 2, CaseResult(case=case.id), first=1,
-                                     layouts=judge.p.recheck_layout, masks=False)
-            phase("recheck")
-            if peak:
-                for result in ev.cases:
-                    reason = implausible(result, *peak)
-                    if reason:
-                        raise Refusal("plausibility", f"quarantined: {reason}")
-            ev.timed = True
-        elif not judge.backend.timed:
-            ev.notes.append("not timed: the Triton CPU interpreter runs kernels as numpy on the host; its times "
-                            "say nothing about GPU speed")
-        ev.stage, ev.ok = "done", True
-    except Refusal as refusal:
-        ev.stage, ev.error = refusal.stage, refusal.reason
-        current = next((c for c in reversed(ev.cases)), None)
-        if current is not None and refusal.stage in ("correctness", "compile", "kernel") and \
-                not refusal.reason.startswith(tuple(f"{c.case}:" for c in ev.cases)):
-            ev.error = f"{current.case}: {refusal.reason}"
-            current.message = refusal.reason
-    finally:
-        ev.phases.update(judge.spent)
-        try:
-            judge.exchange.clear()
-        except OSError:
-            pass
-    return ev
+# the order of the steps, re-exported: runners.judge is where the sandbox and the tests find the protocol
+from .judge_steps import claimed_faster, evaluate, profiled_cases, recheck  # noqa: E402, F401

@@ -18,9 +18,12 @@ import torch
 from .compare import compare_outputs, scale_ratios
 from . import checkpoints
 from .inputs import case_shapes
-from .protocol import Refusal, commitment_of, meta_nbytes, trial_seed
+from .protocol import Quarantine, Refusal, commitment_of, meta_nbytes, trial_seed
 from .results import CaseResult
 from .task import Case
+from .stopped import ran_since
+from .armed import could_slow
+from . import interrupts
 from .commitments import matches
 from .openings import compare_chunks
 
@@ -31,6 +34,7 @@ from .window_checks import WindowChecks
 
 WINDOW_SPIN_S = 0.25  # the judge polls this long for a window's reply before sleeping on the pipe (window_quiet)
 WORKER_SPIN_S = 0.02  # and asks the worker to poll this long for the window request after its warm-up
+WARM_MAX_REPLAYS = 64  # the warm-up's passes at most (a pass of a few slots at decode sizes is short)
 LEAD_CYCLES_PER_SLOT = 30  # the window's lead per slot, up to Protocol.window_lead_cycles (8192 slots: about all of it)
 
 class TimingSteps(WindowChecks):
@@ -136,7 +140,7 @@ class TimingSteps(WindowChecks):
                 break
 
     @contextlib.contextmanager
-    def _alone(self, worker):
+    def _alone(self, worker, settled: bool = False):
         """The oracle's times are taken with the candidate's processes stopped, so that a candidate cannot slow
         the baseline down (a thread keeping the GPU busy while its own worker waits) and look faster for it.
         The bystanders (the warm spare: importing the next candidate's host modules, runners/preload.py, or with
@@ -150,7 +154,36 @@ class TimingSteps(WindowChecks):
         for w in quiet:
             w.pause()
         try:
+            # and, for the judge's clock (``settled``), stopped, every thread: one inside a long system call runs on
+            # after SIGSTOP (round 21). The samples go without the wait (a scan of /proc, a few ms a pause): what a
+            # disturbed sample inflates is the claim, which the clock then holds to what it saw
+            held = {}
+            for w in quiet if settled else []:
+                left = w.still_running()
+                if left and w is self.candidate:
+                    raise Refusal("timing", f"the candidate's processes did not stop while the judge timed the "
+                                            f"baseline ({len(left)} thread(s) still running, e.g. {left[0]}): a "
+                                            f"process inside a long system call runs on when stopped")
+                if left:  # a bystander (the next candidate's spare) that will not stop is ended, not waited for
+                    w.kill()
+                    continue
+                held[w] = w.cpu_times()
+                armed = could_slow(held[w])  # timers the kernel fires through the oracle's round (round 23)
+                if armed and w is self.candidate:
+                    raise Refusal("timing", f"the candidate could slow the baseline while it is stopped: {armed}")
+                if armed:
+                    w.kill()
+                    del held[w]
             yield
+            # ... and stayed stopped: no thread put on a CPU again, born or ended meanwhile (a process woken by its
+            # own timer's SIGCONT, helpers forking past the scans: round 22)
+            for w, before in held.items():
+                ran = ran_since(before, w.cpu_times())
+                if ran and w is self.candidate:
+                    raise Refusal("timing", f"the candidate's processes ran while the judge timed the other side "
+                                            f"({'; '.join(ran)} while stopped): a stopped process was continued")
+                if ran:
+                    w.kill()
         finally:
             for w in quiet:
                 w.resume()
@@ -213,10 +246,12 @@ class TimingSteps(WindowChecks):
         # itself on the H200 by 1.4 % (LayerNorm, M=1, fifteenth session). A claim further off is quarantined at
         # once, and what is credited is held to the lowest view of every measurement (below), so the second chance
         # credits a forged claim no more than the clock saw.
+        # each side's window follows a warm-up of about ``window_warm_us`` of its own passes (by the oracle's time a call)
+        warm = max(1, min(WARM_MAX_REPLAYS, math.ceil(p.window_warm_us / max(result.baseline_us * count, 1.0))))
         verdicts = []
         for attempt in range(1 + max(0, p.window_retries)):
             walls_b, walls_c, passes_b, shaveable_b, leads_b, parts_b, parts_c, checks_b = self._clock_rounds(
-                case, index, secret, count, bank, reveal, tol, 1000 * attempt)
+                case, index, secret, count, bank, reveal, tol, 1000 * attempt, warm)
             verdict = corroborate(walls_b, passes_b, walls_c, result.baseline_us, result.candidate_us,
                                   p.corroboration_tolerance, p.clock_jitter_us, shaveable_b, count, leads_b, checks_b)
             verdicts.append(verdict)
@@ -225,6 +260,11 @@ class TimingSteps(WindowChecks):
                 break
         for worker in (self.oracle, self.candidate):
             worker.request("release")
+        noisy = interrupts.storm([q.get("irq") for q in parts_b], [q.get("irq") for q in parts_c])
+        if noisy:  # the oracle's rounds were slowed by what no clock difference can tell: credit no speedup
+            result.add_message(f"judge's clock: {noisy}")
+            for v in verdicts:
+                v.resolved = False
         result.window_ms = [round(w / 1000, 4) for w in walls_b + walls_c]
         result.window_parts, result.window_slots, result.window_claimed_parts = parts_b, count, parts_c
         if verdict.resolved:
@@ -233,7 +273,7 @@ class TimingSteps(WindowChecks):
         else:  # the clock could not resolve this size: no number of its own, and no credit beyond 1.0x below
             result.add_message("judge's clock: unresolved at this size")
         if not verdict.ok:
-            raise Refusal("timing", f"{case.id}: the candidate's claimed speedup {verdict.claimed:.3f}x is above what "
+            raise Quarantine(f"{case.id}: the candidate's claimed speedup {verdict.claimed:.3f}x is above what "
                                     f"the judge's clock saw, {verdict.judge_speedup:.3f}x over {count} calls on fresh "
                                     f"values (allowed {verdict.allowed:.0%} for the clock's resolution at this size; "
                                     f"{len(verdicts)} measurement(s), each beyond it): timing not corroborated, "
@@ -246,7 +286,7 @@ class TimingSteps(WindowChecks):
             result.candidate_us = result.baseline_us / cap
 
     def _clock_rounds(self, case: Case, index: int, secret: int, count: int, bank: dict, reveal: int, tol,
-                      offset: int) -> tuple:
+                      offset: int, warm: int = 1) -> tuple:
         """One measurement of the judge's clock: ``window_rounds`` rounds, the sides alternated, each round's outputs
         shown, opened and traced against the oracle's. Returns the walls, the oracle's passes, shaveable parts, leads
         and parts, the candidate's own parts and the checkpoints' time (``corroborate``'s lists)."""
@@ -258,15 +298,17 @@ class TimingSteps(WindowChecks):
             seed = trial_seed(secret, 50_000 + round_, index)
             key = trial_seed(secret, 65_000 + round_, index)  # the commitments' key, sent with the timed request
             pair = [(self.oracle, walls_b), (self.candidate, walls_c)]
-            replies: dict = {}
+            replies, irqs = {}, {}
             for worker, walls in (pair if r % 2 == 0 else pair[::-1]):
                 # Clocks up on other values; this round's seed is sent only with the timed request, so no
                 # work on these values can happen before the judge's clock runs.
-                with self._alone(worker), self._spent("timing.window_passes"):
+                with self._alone(worker, settled=True), self._spent("timing.window_passes"):
                     worker.request("refill", which="window", seed=trial_seed(secret, 55_000 + round_, index))
-                    worker.request("sample", which="window", replays=1,
+                    worker.request("sample", which="window", replays=warm,
                                    spin_next=WORKER_SPIN_S if self._spins() else 0.0)
+                    irq = interrupts.total()
                     wall, replies[worker.role] = self._window(worker, seed, key, count)
+                    irqs[worker.role] = interrupts.per_ms(irq, interrupts.total(), wall)
                 walls.append(wall)
             oracle_reply = replies["oracle"]
             passes_b.append(float(oracle_reply.get("pass_us", 0.0)))
@@ -274,8 +316,8 @@ class TimingSteps(WindowChecks):
             # some cheaper way) and so take off the time the judge credits to its pass: the oracle's, measured.
             shaveable_b.append(float(oracle_reply.get("lead_us", 0.0)) + float(oracle_reply.get("commit_us", 0.0)))
             leads_b.append(float(oracle_reply.get("lead_us", 0.0)))
-            parts_b.append(_parts(oracle_reply))
-            parts_c.append(_parts(replies["candidate"]))
+            parts_b.append({**_parts(oracle_reply), "irq": irqs["oracle"]})
+            parts_c.append({**_parts(replies["candidate"]), "irq": irqs["candidate"]})
             root = replies["candidate"].get("commitment")
             if type(root) is not int:
                 raise Refusal("timing", "the judge's window ended without a commitment to every slot's outputs")

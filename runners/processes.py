@@ -22,12 +22,17 @@ from pathlib import Path
 
 from .backends import Backend, get_backend
 from .hash_tree import seed_cache
+from . import litter
 from .isolation import Isolation, without_credentials
 from .preload import ENV as PRELOAD_ENV
 from .task import BASELINE_DIR
+from .stopped import cpu_times, wait_stopped
 from .wire import Channel, PeerGone, WireError
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+# how long a paused worker's threads may take to stop (the judge waits for them; one still running after this is
+# refused: a thread inside a long system call runs on after SIGSTOP, runners/stopped.py)
+STOP_WAIT_S = 2.0
 _KEEP = re.compile(r"^(PATH|HOME|LANG|LC_\w+|TMPDIR|TERM|USER|LD_LIBRARY_PATH|CUDA_\w+|NVIDIA_\w+|TRITON_\w+|"
                    r"HIP_\w+|ROCR_\w+|MACA_\w+|OMP_NUM_THREADS|MKL_\w+|OPENBLAS_\w+|PYTORCH_\w+|XDG_CACHE_HOME)$")
 START_TIMEOUT = 180.0  # importing torch on a cold machine
@@ -175,6 +180,15 @@ class WorkerProcess:
     def resume(self) -> None:
         self._signal(signal.SIGCONT)
 
+    def still_running(self, within_s: float = STOP_WAIT_S) -> list[str]:
+        """After ``pause``: the worker's threads (its group's, and its user's behind the uid wall) that have not
+        stopped within ``within_s`` (runners/stopped.py); empty when all have."""
+        return wait_stopped(self.proc.pid, self.uid, within_s)
+
+    def cpu_times(self) -> dict:
+        """The CPU time of each of the worker's threads (its group's, and its user's behind the uid wall)."""
+        return cpu_times(self.proc.pid, self.uid)
+
     def _signal(self, sig: int) -> None:
         self._signal_group(sig)
         # Behind the uid wall, everything of the candidate's user: a helper it started in a session of its own is
@@ -198,6 +212,7 @@ class WorkerProcess:
         self._signal_group(signal.SIGKILL)
         self.proc.wait()
         Isolation.kill_leftovers(self.uid)  # children that left the process group
+        litter.sweep(self.uid)  # and what its user wrote where every user may (/dev/shm, /tmp)
 
     def exit_description(self) -> str:
         try:

@@ -33,7 +33,15 @@ class Protocol:
     window_us: float = 20000.0  # the judge's corroboration pass per side: this long, or as long as memory allows
     window_bytes: int = 6 << 30  # memory for the window's distinct slots, per side
     max_window_slots: int = 8192  # at decode sizes (~1.5 us a call) a pass of ~12 ms against ~1 ms of extra
-    window_rounds: int = 3  # alternated passes per side, fresh values each; the shortest counts
+    # alternated passes per side, fresh values each; the first is a warm-up, and the candidate's pass is the median of
+    # the others' paired differences: with two counted rounds (the median is their mean) one round's 1.6 ms jump read
+    # LayerNorm against itself at 1.49x on the H200; over the same session's ten-round windows the clock's log ratio
+    # moved 0.06-0.56 (rms) counting two rounds, 0.05-0.29 counting four, 0.01-0.18 counting six (seventeenth session)
+    window_rounds: int = 7
+    # device time of passes each side runs (on other values) just before its timed window: after the judge's checks
+    # of a round leave the GPU idle for a while, the window's fill and commitment ran 0.5 ms slower on the H200 and
+    # moved more, and a warm-up of 20-100 ms took that back (bench/window_warmth_gpu.py, sixteenth session)
+    window_warm_us: float = 30000.0
     # a claim just beyond what the clock resolves (by at most ``window_retry_band``) is measured again (fresh values,
     # the same rounds) this many times before the candidate is quarantined; the credit is held to the lowest view
     window_retries: int = 1
@@ -83,13 +91,15 @@ class Protocol:
     def search(cls) -> Protocol:
         """The screening protocol the search runs on every candidate: every check of the verification protocol
         (fresh inputs, alternated samples, the judge's clock over distinct slots with outputs checked, the
-        own-kernel share, the re-check), on a smaller time budget: shorter sampling, a shorter window, the
+        own-kernel share, the re-check), on a smaller time budget: shorter sampling, a shorter window and fewer of
+        its rounds (three counted: their median passes over one round's jump), the
         own-kernel share and the judge's clock only where the candidate claims to be faster than the baseline (a
         case it does not claim to win earns it nothing to corroborate: its credit is its claim, at most 1.0x), and
         the re-check after timing only when it claims a speedup somewhere. What it credits is never proposed: a
         champion is re-run under the full protocol (``Protocol()``) in fresh processes before anything is
         reported."""
         return cls(case_time_cap_s=0.4, min_rounds=6, target_spread=0.02, window_us=6000.0, max_window_slots=4096,
+                   window_rounds=4,
                    profile_every_case=False, window_every_case=False, decisive_margin=0.03,
                    clock_above=1.02, open_slots=256, layout_trials=1, recheck_layout=False, name="search")
 
@@ -130,6 +140,15 @@ class Refusal(Exception):
     def __init__(self, stage: str, reason: str):
         super().__init__(reason)
         self.stage, self.reason = stage, reason
+
+
+class Quarantine(Refusal):
+    """The judge's clock disagreed with the candidate's claimed time. The candidate's outputs were not found
+    wrong, so the judge still re-checks them after the timing (``evaluate``): a kernel that is wrong once timed
+    is reported as wrong, which is the cause a search can act on, not as a disagreement of clocks."""
+
+    def __init__(self, reason: str):
+        super().__init__("timing", reason)
 
 
 def meta_nbytes(meta) -> int:

@@ -361,6 +361,8 @@ class Evaluator:
             candidate.kill()  # no goodbye: a candidate's process is not asked, it is ended
             candidate.close()
             oracle.deadline = None
+            if oracle.failed:  # left mid-request, whatever the verdict: its late reply would sink the next evaluation
+                self._restart_oracle_if_busy()
             with self._lock:
                 self._screening = False
         ev.env = self._environment()

@@ -176,14 +176,20 @@ def copy_bandwidth_gbs(nbytes: int = 1 << 30) -> float:
     return nbytes / (times[len(times) // 2] * 1e-3) / 1e9
 
 
-def device_kernels(fn: Callable[[], object]) -> list[tuple[str, float]]:
-    """(kernel name, device microseconds) of the kernels one call ran, from the profiler."""
+def device_kernels(fn: Callable[[], object], around=None) -> tuple[list[tuple[str, float]], list | None]:
+    """(kernel name, device microseconds) of the kernels one call ran, from the profiler, summed by name; and the
+    same call's device events one by one in the order they started (None where the profiler's events cannot be read
+    so), which runners/kernel_share.py matches to the call's launches where two kernels share a name. ``around``: a
+    context manager around the profiled call alone (the launch recorder)."""
+    from contextlib import nullcontext
+
     from torch.profiler import ProfilerActivity, profile
 
     fn()
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        fn()
+        with around if around is not None else nullcontext():
+            fn()
         torch.cuda.synchronize()
     out = []
     for evt in prof.key_averages():
@@ -192,4 +198,15 @@ def device_kernels(fn: Callable[[], object]) -> list[tuple[str, float]]:
             us = getattr(evt, "cuda_time_total", 0.0)
         if us:
             out.append((evt.key, float(us)))
-    return out
+    return out, _device_sequence(prof)
+
+
+def _device_sequence(prof) -> list | None:
+    try:
+        from torch.autograd import DeviceType
+
+        events = [e for e in prof.events() if e.device_type != DeviceType.CPU]
+        events.sort(key=lambda e: e.time_range.start)
+        return [(e.name, float(e.time_range.elapsed_us())) for e in events]
+    except Exception:  # noqa: BLE001 - another torch's profiler: the sums stand alone
+        return None

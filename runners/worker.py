@@ -271,7 +271,10 @@ class Server:
     def profile(self, req: dict) -> dict:
         """The kernels one call runs, on a slot of its own (no timing state needed)."""
         slot = self._bank({**req, "count": 1}).slots[0]
-        return {"ok": True, "kernels": device_kernels(lambda: self.fn(**slot))}
+        recorder = launches.Recorder()
+        kernels, sequence = device_kernels(lambda: self.fn(**slot), around=recorder)
+        return {"ok": True, "kernels": kernels, "sequence": sequence,
+                "launches": [f"{m}:{k}" for m, k in recorder.launched]}
 
     def probe(self, req: dict) -> dict:
         """Before any candidate code: can this worker use the device and write its outbox?"""

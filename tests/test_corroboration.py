@@ -39,6 +39,23 @@ def test_a_truly_faster_candidate_is_not_held_back():
     assert v.ok and 1.4 < v.judge_speedup < 1.7
 
 
+def test_the_rounds_are_paired_and_a_candidates_noise_widens_nothing():
+    """Both sides' walls move together round by round (the H200, sixteenth session: 14.8 ms in some rounds and 12.0
+    in others for the same kernel on both sides): the paired estimator reads parity where the shortest candidate wall
+    against the median extra read 0.8x. And the candidate's walls are its own to make noisy: its spread never widens
+    the allowance, so a claim of parity for a 24 % slower pass stays quarantined however its rounds jump."""
+    oracle, passes = walls(12.0, 14.8, 12.0, 14.8, 12.0), walls(4.9, 4.9, 4.9, 4.9, 4.9)
+    same = corroborate(oracle, passes, walls(12.1, 14.7, 12.1, 14.9, 11.9), 4.9, 4.9, 0.05, 150, slots=40)
+    assert same.ok and 0.97 < same.judge_speedup < 1.03
+    oracle = walls(12.0, 12.3, 12.1, 12.2, 12.0)  # a quieter oracle, whose extra the clock resolves
+    parts = {"shaveable_b": walls(0.3, 0.3, 0.3, 0.3, 0.3), "slots": 40}  # the oracle's lead and commitments
+    slow = [w + 1.2 for w in (12.0, 12.3, 12.1, 12.2, 12.0)]  # every round 1.2 ms longer: a pass of 6.1 ms
+    quiet = corroborate(oracle, passes, walls(*slow), 4.9, 4.9, 0.05, 150, **parts)
+    noisy = corroborate(oracle, passes, walls(*[w + j for w, j in zip(slow, (0, 4, -1, 5, 0))]), 4.9, 4.9, 0.05, 150,
+                        **parts)
+    assert quiet.resolved and not quiet.ok and not noisy.ok and noisy.allowed == quiet.allowed
+
+
 def test_a_skipped_lead_sleep_is_never_credited():
     """tests/cheats/sheds_the_window_extra.py on the H200: its worker skipped the lead sleep of the timed request,
     the judge subtracted the oracle's whole extra (lead included) from its wall, and a pass as long as the
@@ -170,6 +187,9 @@ class _RetryJudge:
             def resume(self):
                 pass
 
+            def still_running(self):
+                return []
+
         class Judge(TimingSteps):
             def _slot_count(self, *args):
                 return 10
@@ -180,15 +200,16 @@ class _RetryJudge:
             def _bank_request(self, case, count, seed):
                 return {}
 
-            def _clock_rounds(self, *args):
-                self.calls.append(args[-1])
+            def _clock_rounds(self, case, index, secret, count, bank, reveal, tol, offset, warm=1):
+                self.calls.append(offset)
+                self.warm.append(warm)
                 return self.measurements.pop(0)
 
         judge = Judge()
         judge.p = Protocol(window_rounds=3, window_retries=retries)
         judge.spec = SimpleNamespace(written=[], tolerances_for=lambda dtype: None)
         judge.oracle, judge.candidate, judge.bystanders, judge.spent = Worker("oracle"), Worker("candidate"), [], {}
-        judge.measurements, judge.calls = list(measurements), []
+        judge.measurements, judge.calls, judge.warm = list(measurements), [], []
         return judge
 
 
@@ -216,6 +237,8 @@ def test_a_near_miss_is_measured_again_before_it_quarantines(monkeypatch):
     judge = _RetryJudge([_measured(1735.0), _measured(1500.0)])
     result = _timed(judge, 1.0, monkeypatch)
     assert judge.calls == [0, 1000]  # the second measurement's rounds draw seeds of their own
+    # each window follows a warm-up of about 30 ms of passes (10 slots of 10 us: at most WARM_MAX_REPLAYS of them)
+    assert judge.warm == [64, 64]
     assert result.claimed_us == 10.0 and 10.0 / result.candidate_us <= 0.81 * 1.05 + 1e-9
 
 
@@ -243,3 +266,53 @@ def test_a_second_chance_credits_a_forged_claim_no_more_than_the_clock_saw(monke
     result = _timed(judge, 1.2, monkeypatch)
     assert judge.calls == [0, 1000]
     assert 10.0 / result.candidate_us <= (1000.0 / 1030.0) * (1 + judge.p.corroboration_tolerance) + 1e-9
+
+
+class _QuarantiningJudge:
+    """The judge's protocol steps for ``evaluate``'s order alone: every trial passes until the re-check's trials
+    (``first=1``), where the candidate is ``wrong_once_timed`` or not; the clock always disagrees."""
+
+    def __init__(self, wrong_once_timed: bool):
+        from types import SimpleNamespace
+
+        from runners.protocol import Protocol
+
+        self.wrong_once_timed, self.p, self.spent, self.released = wrong_once_timed, Protocol(), {}, 0
+        self.backend = SimpleNamespace(timed=True)
+        self.spec = SimpleNamespace(reference=None)
+        self.exchange = SimpleNamespace(clear=lambda: None)
+        self.checked = []
+
+    def check_case(self, case, index, secret, trials, result, first=0, layouts=True, masks=True):
+        from runners.protocol import Refusal
+
+        self.checked.append(first)
+        if first and self.wrong_once_timed:
+            raise Refusal("correctness", "trial 1: outputs differ")
+
+    def time_case(self, case, index, secret, result):
+        from runners.judge_clock import Quarantine
+
+        raise Quarantine(f"{case.id}: the candidate's claimed speedup 1.04x is above what the judge's clock saw")
+
+    def release(self):
+        self.released += 1
+
+
+@pytest.mark.parametrize("wrong", [True, False])
+def test_a_quarantined_candidate_is_rechecked_and_a_wrong_one_reported_wrong(wrong):
+    """A corner cut taken only once timed, whose claim the clock also disagreed with (CI's CPU stand-in, round 17):
+    the re-check still runs, and the verdict names the wrong outputs, which a search can act on; a right candidate
+    stays quarantined."""
+    from runners.judge import evaluate
+    from runners.results import Evaluation
+    from runners.task import Case
+
+    judge = _QuarantiningJudge(wrong)
+    ev = evaluate(judge, [Case(symbols={"T": 4}, dtype="float16")], 7, 2, True, False,
+                  Evaluation(stage="correctness"), None)
+    assert not ev.ok and judge.checked == [0, 1] and judge.released
+    if wrong:
+        assert ev.stage == "correctness" and "trial 1" in ev.error and "quarantined too" in ev.error
+    else:
+        assert ev.stage == "timing" and "judge's clock saw" in ev.error

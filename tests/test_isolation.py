@@ -1,5 +1,6 @@
 """Candidates as another user: the mechanism, on this machine (tests run as root here, as in CI)."""
 import os
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -67,3 +68,40 @@ def test_evaluators_started_together_never_share_a_user():
     finally:
         for uid in (first.uid, first.other, second.uid, second.other):
             release(uid)
+
+
+def test_what_a_finished_candidates_user_left_in_the_shared_scratch_folders_is_removed(tmp_path):
+    """runners/litter.py: files and folders of the candidate's user in /dev/shm and /tmp (and in a folder there that
+    every user may write) are removed after its processes; the judge's own files there, and another user's, stay."""
+    from runners import litter
+    from runners.wire import shm_root
+
+    iso = Isolation.choose([Path("/usr/bin/env")])
+    assert iso.active
+    stamp = f"{os.getpid()}-{time.monotonic_ns()}"
+    shared = Path("/tmp") / f"ks-open-{stamp}"  # a folder every user may write, the judge's
+    shared.mkdir()
+    os.chmod(shared, 0o1777)
+    mine = shm_root() / f"ks-judges-{stamp}"
+    mine.write_text("judge")
+    theirs = [shm_root() / f"ks-litter-{stamp}", Path("/tmp") / f"ks-litter-dir-{stamp}", shared / "deep"]
+    script = (f"head -c 65536 /dev/zero > {theirs[0]} && mkdir {theirs[1]} && echo x > {theirs[1]}/f && "
+              f"mkfifo {shared}/deep")
+    try:
+        result = subprocess.run(["sh", "-c", script], capture_output=True, text=True, **Isolation.popen_args(iso.uid))
+        assert result.returncode == 0, result.stderr
+        assert all(os.lstat(p).st_uid == iso.uid for p in theirs)
+        removed = litter.sweep(iso.uid)
+        assert not any(os.path.lexists(p) for p in theirs), removed
+        assert {str(p) for p in theirs} <= set(removed)
+        assert mine.read_text() == "judge" and shared.is_dir()
+        assert litter.sweep(None) == [] and litter.sweep(os.geteuid()) == []  # nothing as the judge's own user
+    finally:
+        mine.unlink(missing_ok=True)
+        for p in theirs:
+            if os.path.isdir(p) and not os.path.islink(p):
+                shutil.rmtree(p)
+            elif os.path.lexists(p):
+                os.unlink(p)
+        shared.rmdir()
+        iso.release()

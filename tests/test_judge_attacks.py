@@ -208,7 +208,7 @@ def _prepare(self):
 
 
 timing.SlotTimer.prepare = _prepare
-timing.device_kernels = lambda fn: []
+timing.device_kernels = lambda fn, around=None: ([], None)
 sys.argv = ["runners.worker"]
 runpy.run_module("runners.worker", run_name="__main__", alter_sys=True)
 """

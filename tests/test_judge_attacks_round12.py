@@ -213,6 +213,7 @@ def ranged_runs(tmp_path_factory) -> dict:
     from test_judge_attacks_round4 import _timed_judge
     from test_judge_attacks_round7 import one_module_bundle
     from test_judge_attacks_round10 import _seeds_showing_only
+    from test_judge_attacks_round16 import CLOCK_ASIDE  # the control's subject is the openings, not the clock
 
     from runners.task import ArgSpec, Case
 
@@ -223,7 +224,7 @@ def ranged_runs(tmp_path_factory) -> dict:
     seed = _seeds_showing_only(set(range(6)), want=1)[0]
     numbers = {"max_slots": 12, "max_window_slots": 12, "reveal_slots": 2}
     runs = _timed_judge(bundle, tmp_path_factory.mktemp("r12-timed"),
-                        [(_HEAD_SCALE, "verify", seed, numbers),
+                        [(_HEAD_SCALE, "verify", seed, {**numbers, **CLOCK_ASIDE}),
                          ((CHEATS / "round12_skips_a_ranged_output.py").read_text(), "verify", seed, numbers)],
                         {"T": 4, "H": 256})
     return dict(zip(["baseline", "skipper"], runs))

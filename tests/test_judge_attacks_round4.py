@@ -386,27 +386,33 @@ base = Protocol(min_rounds=4, max_rounds=4, case_time_cap_s=0.2, sample_us=1.0, 
 results = []
 with Evaluator(bundle, backend, timeout=120, trials=1, spare=False, protocol=base) as ev:
     ev._peak = (1e12, 1 << 40)  # no bandwidth probe on the CPU: plausibility by the speedup bound only
-    for source, protocol, seed, numbers in runs:  # numbers: the protocol's slot counts for this run
+    for source, protocol, seed, numbers in runs:  # numbers: the protocol's slot counts for this run (and timeout)
+        numbers = dict(numbers)
+        ev.timeout = numbers.pop("timeout", 120)
         ev.protocol = dataclasses.replace(base, **numbers)
         ev.search_protocol = dataclasses.replace(ev.protocol, window_every_case=False, profile_every_case=False,
                                                  name="search")
-        r = ev.evaluate(source, seed=seed, time_it=True, trials=1, static_policy=False, protocol=protocol)
+        r = ev.evaluate(ev.baseline if source == "BASELINE" else source, seed=seed, time_it=True, trials=1,
+                        static_policy=False, protocol=protocol)
         results.append({{"stage": r.stage, "ok": r.ok, "error": r.error or "", "protocol": r.protocol,
                          "speedups": [c.speedup for c in r.cases], "judge_ratios": [c.judge_ratio for c in r.cases],
-                         "window_ms": [c.window_ms for c in r.cases], "messages": [c.message for c in r.cases]}})
+                         "window_ms": [c.window_ms for c in r.cases], "messages": [c.message for c in r.cases],
+                         "parts": [c.window_parts for c in r.cases]}})
 print("RESULTS " + json.dumps(results))
 """
 
 
 def _timed_judge(bundle, tmp_path, runs: list[tuple[str, str, int, dict]], symbols: dict,
-                 values: dict | None = None) -> list[dict]:
-    """Evaluate (source, protocol, seed, protocol numbers) with a judge of their own on the timed stand-in, on a
-    copy of the bundle reduced to one case with ``symbols`` (and ``values``: scalars fixed at the case)."""
+                 values: dict | None = None, one_thread: bool = False) -> list[dict]:
+    """Evaluate (source or "BASELINE", protocol, seed, protocol numbers and an optional "timeout") with a judge of
+    their own on the timed stand-in, on a copy of the bundle reduced to one case with ``symbols`` (and ``values``:
+    scalars fixed at the case); ``one_thread``: torch on one thread in each worker."""
     copy = tmp_path / "bundle"
     shutil.copytree(bundle, copy)
     task = yaml.safe_load((copy / "task.yaml").read_text())
     task["cases"] = [{**task["cases"][0], "symbols": symbols, **({"values": values} if values else {})}]
-    (tmp_path / "shim.py").write_text(_SHIM)
+    (tmp_path / "shim.py").write_text(_SHIM.replace("import torch\n", "import torch\ntorch.set_num_threads(1)\n", 1)
+                                      if one_thread else _SHIM)
     wrapper = tmp_path / "python"
     wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{tmp_path / "shim.py"}" "$@"\n')
     wrapper.chmod(0o755)

@@ -129,23 +129,39 @@ def test_a_prefetch_given_before_any_evaluation_waits_for_the_next_one_to_take_i
 
 
 def test_warm_turns_launches_into_compiles_and_tuners_choose_nothing():
-    """The compile-only switch (runners/warm.py): a launch becomes Triton's warm-up (compiled, not run), and an
-    autotuner compiles each of its configs without benchmarking or recording a choice; off the switch both are
-    untouched."""
-    seen = []
+    """The compile-only switch (runners/warm.py): a launch becomes Triton's warm-up (compiled, not run) and the
+    compiled kernel is loaded as a first launch would load it (its handles made, nothing run), and an autotuner
+    compiles each of its configs without benchmarking or recording a choice; off the switch both are untouched."""
+    seen, loaded = [], []
+
+    class Compiled:
+        def _init_handles(self):
+            loaded.append(self)
+
+    kernel = Compiled()
 
     def run(self, *args, **kwargs):
         seen.append(kwargs.get("warmup"))
-        return "kernel"
+        return kernel
 
     wrapped = warm._jit_run(run)
-    assert wrapped(None, 1, grid=(1,), warmup=False) == "kernel" and seen == [False]
+    assert wrapped(None, 1, grid=(1,), warmup=False) is kernel and seen == [False] and loaded == []
     warm._COMPILE_ONLY = True
     try:
-        wrapped(None, 1, grid=(1,), warmup=False)
+        assert wrapped(None, 1, grid=(1,), warmup=False) is kernel
     finally:
         warm._COMPILE_ONLY = False
-    assert seen == [False, True]
+    assert seen == [False, True] and loaded == [kernel]
+
+    class Unloadable:  # a kernel that cannot be loaded (too much shared memory): its first launch reports it
+        def _init_handles(self):
+            raise RuntimeError("out of resources")
+
+    warm._COMPILE_ONLY = True
+    try:
+        assert isinstance(warm._jit_run(lambda self, *a, **k: Unloadable())(None, grid=(1,), warmup=False), Unloadable)
+    finally:
+        warm._COMPILE_ONLY = False
 
     class Fn:
         def __init__(self):
@@ -307,6 +323,9 @@ class _Claims:
 
     def resume(self):
         pass
+
+    def still_running(self):
+        return []
 
 
 @pytest.mark.parametrize("claimed, clocked", [(1.01, False), (1.05, True), (0.8, False)])

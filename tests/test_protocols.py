@@ -15,12 +15,14 @@ def test_the_search_protocol_keeps_every_check_and_cuts_only_time():
     full, quick = Protocol(), Protocol.search()
     assert (full.name, quick.name) == ("verify", "search")
     # what decides a verdict is the same
-    for field in ("corroboration_tolerance", "window_rounds", "reveal_slots", "min_own_share", "clock_jitter_us",
+    for field in ("corroboration_tolerance", "reveal_slots", "min_own_share", "clock_jitter_us",
                   "window_lead_cycles", "max_fetch_bytes"):
         assert getattr(quick, field) == getattr(full, field), field
     # what it saves is time
     assert quick.case_time_cap_s < full.case_time_cap_s and quick.window_us < full.window_us
     assert quick.max_window_slots < full.max_window_slots and not quick.profile_every_case
+    # fewer rounds of the clock, but at least three counted: a median that one round's jump cannot move
+    assert 4 <= quick.window_rounds < full.window_rounds
     assert not quick.window_every_case and full.profile_every_case and full.window_every_case
 
 

@@ -202,6 +202,15 @@ def wait_for(check, timeout: float = 60, interval: float = 0.1, what: str = "con
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def settled_status(stub: GitHubStub, job, marker: str = "**done**"):
+    """The job's status comment once its last edit is in. The job's state turns final in the store a moment before
+    the App edits the comment (the edit is a GitHub call after the transition), so a test that reads the comment as
+    soon as the state is final can read the edit before it."""
+    wait_for(lambda: marker in stub.comments[job.status_comment_id].body, timeout=30,
+             what=f"job {job.id}'s status comment to say {marker}")
+    return stub.comments[job.status_comment_id]
+
+
 def job_state(svc: Service, job_id: int = 1):
     store = svc.db()
     try:

@@ -9,7 +9,7 @@ import httpx
 import yaml
 
 from . import browser
-from .conftest import MAINTAINER, REPO, command, job_state, wait_for
+from .conftest import MAINTAINER, REPO, command, job_state, settled_status, wait_for
 
 BRANCH = "kernelsmith/rms_norm-interpret"
 MODULE = "tinyserve/kernels/rms_norm.py"
@@ -42,8 +42,8 @@ def test_comment_to_pull_request_update_and_human_push(serve, stub, remote, tmp_
     assert stub.calls("GET", rf"/repos/{REPO}/collaborators/{MAINTAINER}/permission")
     mine = [c for c in stub.comments_on(1) if c.user == "kernelsmith[bot]"]
     assert len(mine) == 1, [c.body for c in mine]  # one status comment, edited in place
-    status = mine[0]
-    assert status.id == job.status_comment_id
+    status = settled_status(stub, job)
+    assert status.id == mine[0].id == job.status_comment_id
     history = "\n".join(status.history)
     for step in ("**queued**", "**evaluating 1/4**", "**evaluating 4/4**", "**verifying**", "**done**"):
         assert step in history, step

@@ -1,6 +1,6 @@
 """A restart mid-job loses nothing: the running job is resumed (same status comment), the queued one runs;
 then `/kernelsmith cancel` stops a running job and kills its worker."""
-from .conftest import command, job_state, wait_for
+from .conftest import command, job_state, settled_status, wait_for
 from .test_commands import handled
 from .test_comment_to_pr import finished
 
@@ -25,7 +25,7 @@ def test_restart_mid_job(serve, stub, remote):
     assert first.state == "done" and first.attempts == 2 and first.pr_number
     assert "resumed: the service restarted during stage search" in first.reason
     assert second.state == "done" and second.attempts == 1
-    status = stub.comments[first.status_comment_id]  # the same comment, edited on by the new process
+    status = settled_status(stub, first)  # the same comment, edited on by the new process
     history = "\n".join(status.history)
     resumed = history.index("↻ resumed: the service restarted during stage search")
     assert history.index("**evaluating 2/16**") < resumed < history.rindex("**evaluating 1/16**") \

@@ -1,0 +1,46 @@
+"""The machine's interrupts while each side is timed. A stopped candidate's timers still fire, each expiry an interrupt
+charged to whatever runs on that core: the oracle (tests/test_judge_attacks_round23.py). The judge counts what the
+candidate holds (runners/armed.py), but timers can be held where no listing shows them (timerfds in flight in a socket's
+queue, io_uring's own), so it also counts the machine's interrupts over each side's timed request (``/proc/stat``'s
+``intr`` total, which holds the local timer's), and where the oracle's rounds saw markedly more than the candidate's
+own, its clock has not resolved the size: no speedup is credited there (``storm``)."""
+from __future__ import annotations
+
+import statistics
+
+FLOOR_PER_MS = 5.0  # the scheduler's tick on a few busy cores and a device's: what any round sees
+RATIO = 2.0
+
+
+def total() -> int:
+    """Interrupts on every core since boot (-1 where /proc/stat does not say)."""
+    try:
+        with open("/proc/stat", "rb") as f:
+            for line in f:
+                if line.startswith(b"intr "):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return -1
+
+
+def per_ms(before: int, after: int, wall_us: float) -> float | None:
+    if before < 0 or after < before or wall_us <= 0:
+        return None
+    return (after - before) / (wall_us / 1000.0)
+
+
+def storm(rates_b: list, rates_c: list) -> str:
+    """Why the oracle's rounds cannot be trusted for a speedup ('' when they can): their interrupts per ms (the first
+    round left out where there are three or more, as the clock does) against the candidate's."""
+    if len(rates_b) >= 3:
+        rates_b, rates_c = rates_b[1:], rates_c[1:]
+    b = [r for r in rates_b if r is not None]
+    c = [r for r in rates_c if r is not None]
+    if not b or not c:
+        return ""
+    mb, mc = statistics.median(b), statistics.median(c)
+    if mb > FLOOR_PER_MS + RATIO * mc:
+        return (f"the machine took {mb:.1f} interrupts a ms while the baseline was timed, {mc:.1f} while the candidate "
+                f"was: timers firing for a stopped process slow what runs beside them")
+    return ""
