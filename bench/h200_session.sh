@@ -10,6 +10,7 @@
 #   noise: the judge's clock over ten rounds a side, quiet window and not (bench/judge_diag.py layer_norm, NOISE_VARIANTS);
 #   profile: the host steps of a window's fill and commitment (bench/window_profile_gpu.py)
 #   warmth: the window's parts after an idle gap and a warm-up (bench/window_warmth_gpu.py)
+#   spread: the workers' sample spreads under test_gpu's and part (a)'s evaluators (bench/sample_spread_gpu.py)
 #   a:     (a) on KERNELS (all) with RUNS (3) fresh evaluators.
 # Fifteenth session: 1. STEP=pins,noise (done)  2. STEP=parts,noise,dshort NOISE_VARIANTS=rounds10  3. STEP=a or gpu
 source "$(dirname "$0")/device_setup.sh"
@@ -70,6 +71,10 @@ all(d['checks'].values()), [k for k, v in d['checks'].items() if not v])" "$OUT/
   warmth)  # the window's parts after an idle gap and a warm-up of a given length (bench/window_warmth_gpu.py)
     timeout "${WARMTH_S:-200}" python3 bench/window_warmth_gpu.py "${WARMTH_ROUNDS:-8}" > "$OUT/window-warmth.txt" 2>&1
     echo "warmth rc=$?"; cut -c1-220 "$OUT/window-warmth.txt" | tail -16
+    ;;
+  spread)  # the workers' sample spreads, the baseline against itself, test_gpu's evaluator and part (a)'s
+    timeout "${SPREAD_S:-300}" python3 bench/sample_spread_gpu.py "$OUT/sample-spread.json" > "$OUT/sample-spread.txt" 2>&1
+    echo "spread rc=$?"; cut -c1-160 "$OUT/sample-spread.txt" | tail -40
     ;;
   a)
     timeout "${A_S:-560}" python3 bench/evaluator.py --out "$OUT/a-all" --parts a --runs "${RUNS:-3}" \

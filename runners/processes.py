@@ -182,7 +182,9 @@ class WorkerProcess:
 
     def still_running(self, within_s: float = STOP_WAIT_S) -> list[str]:
         """After ``pause``: the worker's threads (its group's, and its user's behind the uid wall) that have not
-        stopped within ``within_s`` (runners/stopped.py); empty when all have."""
+        stopped within ``within_s`` (runners/stopped.py); empty when all have. Behind the uid wall the stop is
+        first sent to every process of the user at once (``Isolation.signal_user`` ``at_once``)."""
+        Isolation.signal_user(self.uid, signal.SIGSTOP, at_once=True)
         return wait_stopped(self.proc.pid, self.uid, within_s)
 
     def cpu_times(self) -> dict:
