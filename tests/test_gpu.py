@@ -58,7 +58,10 @@ def test_cheats_are_caught_on_the_gpu(gpu_evaluator, cheat, stage):
 def test_honest_rewrite_is_timed(gpu_evaluator):
     ev = gpu_evaluator.evaluate((CHEATS / "honest_rewrite.py").read_text(), seed=3)
     assert ev.ok and ev.timed and ev.fitness > 0, ev.error
-    assert all(c.judge_us for c in ev.cases), [(c.case, c.speedup, c.judge_ratio, c.message) for c in ev.cases]
+    # a judge's time wherever the clock resolves the size; where it does not, no credit beyond parity (on the H200
+    # the clock left T=1 float16 and T=512 unresolved for this rewrite, twentieth session)
+    assert all(c.judge_us or ("unresolved" in c.message and c.speedup <= 1.0) for c in ev.cases), \
+        [(c.case, c.speedup, c.judge_ratio, c.message) for c in ev.cases]
 
 
 @pytest.mark.parametrize("cheat", ["remembers_inputs.py", "slowed_oracle.py", "patches_timer.py",
