@@ -10,10 +10,17 @@ every process may hold an interval timer (``setitimer``, not listed) that fires 
 ``MAX_PROCESSES`` processes."""
 from __future__ import annotations
 
+import ctypes
 import os
 
 MAX_TIMERS = 16  # an honest kernel's worker holds none; a few expiries in a round cost the oracle nothing measurable
 MAX_PROCESSES = 64  # a worker, its compiler's children, a pool of torch.compile's workers
+_KCMP = {"x86_64": 312, "aarch64": 272}.get(os.uname().machine)  # the kcmp system call's number
+_KCMP_FILES = 2
+try:
+    _libc = ctypes.CDLL(None, use_errno=True)  # the process's own symbols: the C library's syscall
+except OSError:
+    _libc = None
 
 
 def _posix_timers(pid: str) -> int:
@@ -24,23 +31,62 @@ def _posix_timers(pid: str) -> int:
         return 0
 
 
-def _descriptors(pid: str) -> tuple[int, int]:
-    """Armed timerfds and io_uring instances among a process's open files."""
-    timerfds = rings = 0
+def _same_table(a: str, b: str) -> bool | None:
+    """Whether threads ``a`` and ``b`` share one table of open files (``kcmp`` KCMP_FILES); None where it cannot say."""
+    if _KCMP is None or _libc is None:
+        return None
+    r = _libc.syscall(_KCMP, int(a), int(b), _KCMP_FILES, 0, 0)
+    return None if r < 0 else r == 0
+
+
+def _tables(pid: str) -> list[str]:
+    """One thread of ``pid`` for each table of open files its threads hold. A thread may hold a table of its own
+    (``unshare(CLONE_FILES)``, or made by ``clone`` without CLONE_FILES), listed only under /proc/PID/task/TID/fd; and a
+    process whose first thread has exited lists nothing under /proc/PID/fd (round 24): every thread is looked at."""
     try:
-        fds = os.listdir(f"/proc/{pid}/fd")
+        tids = sorted(os.listdir(f"/proc/{pid}/task"), key=int)
+    except OSError:
+        return []
+    tables: list[str] = []
+    listings: set[tuple] = set()
+    for tid in tids:
+        same = [_same_table(tid, t) for t in tables]
+        if any(same):
+            continue
+        if None in same:  # no kcmp here: threads whose listings are alike are taken for one table
+            listing = _listing(pid, tid)
+            if listing in listings:
+                continue
+            listings.add(listing)
+        tables.append(tid)
+    return tables
+
+
+def _listing(pid: str, tid: str) -> tuple:
+    try:
+        return tuple(sorted(os.listdir(f"/proc/{pid}/task/{tid}/fd")))
+    except OSError:
+        return ()
+
+
+def _descriptors(pid: str, tid: str) -> tuple[int, int]:
+    """Armed timerfds and io_uring instances among the open files of thread ``tid``'s table."""
+    timerfds = rings = 0
+    base = f"/proc/{pid}/task/{tid}"
+    try:
+        fds = os.listdir(f"{base}/fd")
     except OSError:
         return 0, 0
     for fd in fds:
         try:
-            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            target = os.readlink(f"{base}/fd/{fd}")
         except OSError:
             continue
         if target == "anon_inode:[io_uring]":
             rings += 1
         elif target == "anon_inode:[timerfd]":
             try:
-                with open(f"/proc/{pid}/fdinfo/{fd}", "rb") as f:
+                with open(f"{base}/fdinfo/{fd}", "rb") as f:
                     info = f.read()
             except OSError:
                 continue
@@ -50,13 +96,14 @@ def _descriptors(pid: str) -> tuple[int, int]:
 
 
 def held_timers(pids: set[str]) -> dict[str, int]:
-    """POSIX timers, armed timerfds and io_uring instances held by the processes ``pids`` (threads share their
-    process's)."""
+    """POSIX timers, armed timerfds and io_uring instances held by the processes ``pids`` (every table of open files
+    of their threads, each once)."""
     posix = timerfds = rings = 0
     for pid in pids:
         posix += _posix_timers(pid)
-        t, r = _descriptors(pid)
-        timerfds, rings = timerfds + t, rings + r
+        for tid in _tables(pid):
+            t, r = _descriptors(pid, tid)
+            timerfds, rings = timerfds + t, rings + r
     return {"POSIX timers": posix, "armed timerfds": timerfds, "io_uring instances": rings}
 
 
