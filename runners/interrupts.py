@@ -3,13 +3,20 @@ charged to whatever runs on that core: the oracle (tests/test_judge_attacks_roun
 candidate holds (runners/armed.py), but timers can be held where no listing shows them (timerfds in flight in a socket's
 queue, io_uring's own), so it also counts the machine's interrupts over each side's timed request (``/proc/stat``'s
 ``intr`` total, which holds the local timer's), and where the oracle's rounds saw markedly more than the candidate's
-own, its clock has not resolved the size: no speedup is credited there (``storm``)."""
+own (whose allowance the candidate can raise only so far), its clock has not resolved the size: no speedup is credited
+there (``storm``)."""
 from __future__ import annotations
 
 import statistics
 
 FLOOR_PER_MS = 5.0  # the scheduler's tick on a few busy cores and a device's: what any round sees
 RATIO = 2.0
+# how far the candidate's own rounds may raise the oracle's allowance: they are its to make noisy, on a core where its
+# work is not (a helper sleeping 1 us at a time on the idle core while its window was timed, about 38 a ms, let a flood
+# of 38-45 a ms through the oracle's rounds: a forged 2.5x credited 2.27-2.56x, round 24). So the allowance is at most
+# FLOOR + RATIO x this (15 a ms): a machine busier than that while the baseline is timed credits no speedup (the
+# H200 took 1.5-3.3 a ms in every round, twentieth session)
+CANDIDATE_CAP_PER_MS = FLOOR_PER_MS
 
 
 def total() -> int:
@@ -40,7 +47,7 @@ def storm(rates_b: list, rates_c: list) -> str:
     if not b or not c:
         return ""
     mb, mc = statistics.median(b), statistics.median(c)
-    if mb > FLOOR_PER_MS + RATIO * mc:
+    if mb > FLOOR_PER_MS + RATIO * min(mc, CANDIDATE_CAP_PER_MS):
         return (f"the machine took {mb:.1f} interrupts a ms while the baseline was timed, {mc:.1f} while the candidate "
                 f"was: timers firing for a stopped process slow what runs beside them")
     return ""

@@ -16,7 +16,8 @@ A. **Timerfds in a thread's own file table** (``tests/cheats/round24_hides_its_t
    process's; count each table once (threads that share one: ``kcmp(pid1, pid2, KCMP_FILES, 0, 0) == 0``; without kcmp,
    sum the armed timerfds of threads whose fd listings differ); a zombie leader's process through its live threads.
 
-B. **The candidate raises the oracle's allowance for interrupts** (the same cheat with INFLATE "yes", OPEN).
+B. **The candidate raises the oracle's allowance for interrupts** (the same cheat with INFLATE "yes", CLOSED: the
+   candidate's rate raises the allowance by at most ``CANDIDATE_CAP_PER_MS``, 5 a ms: at most 15 a ms in all).
    ``storm`` compares the machine's interrupts a ms (``/proc/stat``'s total, every core) over the oracle's rounds with
    5 + 2x the candidate's own. The candidate's own rounds are its to make noisy, at no cost to itself: its worker pins
    its thread to one core, and while its own window is timed a helper of its group, pinned to the other core (idle then:
@@ -75,7 +76,6 @@ for the module's four evaluations (about 25 s on 2 cores), and unit tests of a f
 from __future__ import annotations
 
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -128,16 +128,6 @@ def _seen(evs: list[dict]) -> str:
                      f"{ev['error'][:160]}" for ev in evs)
 
 
-def _skip_where_loaded(evs: list[dict]) -> None:
-    """The helper's ~38 interrupts a ms need its core: where another process keeps that core busy (``-n 2``), it makes
-    about 15, the judge flags the flood with the candidate's rate at that, and the run says nothing of the hole. (With a
-    fix that counts the candidate's own cores, the rate the message quotes is its own core's, under 10.)"""
-    rates = [float(m.group(1)) for ev in evs for msg in ev["messages"]
-             for m in [re.search(r"([0-9.]+) while the candidate was", msg or "")] if m]
-    if any(r >= 10.0 for r in rates):
-        pytest.skip(f"the candidate's helper shared its core (its rates {rates}): a loaded machine")
-
-
 def _flooded(ev: dict) -> bool:
     """Some counted oracle round (the first is left out) saw the flood: 15 interrupts a ms or more machine-wide."""
     return any((q.get("irq") or 0.0) >= 15.0 for part in ev["parts"] or [] for q in (part or [])[1:])
@@ -160,26 +150,14 @@ def test_a_worker_whose_timers_sit_in_a_threads_own_table_earns_no_credit(runs):
 
 # ---- B. the candidate's own interrupts raise the oracle's allowance -------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason=(
-    "runners/interrupts.py storm holds the oracle's interrupts a ms (machine-wide) to 5 + 2x the candidate's own, "
-    "and the candidate makes its own where its work is not (a helper sleeping 1 us at a time on the idle core while its "
-    "window is timed: ~38 a ms): a copy of the baseline forging 2.5x, its timers in flight through the oracle's rounds, "
-    "was credited 2.50-2.56x in 3 of 3 runs (with a thread's own file table, 2.27-2.52x in 11 of 11). Fix: count each "
-    "side's interrupts on the cores its worker ran on (/proc/interrupts per CPU), or hold the oracle's to a reference "
-    "of its own, never to the candidate's"))
 def test_a_flood_behind_the_candidates_own_interrupts_earns_no_credit(runs):
     evs = runs["inflated"]
-    _skip_where_loaded(evs)
     credited = [_credited(ev) for ev in evs]
     assert all(c is None or c <= 1.25 for c in credited), f"credited {credited}: {_seen(evs)}"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the same: the flood lands on the oracle's counted rounds (38-45 interrupts a ms over its windows), and the clock "
-    "says nothing of it, the candidate's own rounds having been made as noisy on a core it does not use"))
 def test_the_clock_says_where_the_flood_landed_behind_the_candidates_own_interrupts(runs):
     evs = runs["inflated"]
-    _skip_where_loaded(evs)
     assert all(any("interrupts a ms" in (m or "") for m in ev["messages"]) for ev in evs if _flooded(ev)), _seen(evs)
     assert any(_flooded(ev) for ev in evs), _seen(evs)  # (with the fix: flagged, or refused before any flood)
 
@@ -193,10 +171,11 @@ def _inflater_source() -> str:
     return text[start:text.index('"""', start)]
 
 
-def test_a_helper_on_an_idle_core_raises_the_candidates_rate_past_a_flood():
+def test_a_helper_on_an_idle_core_raises_the_candidates_rate_but_not_the_oracles_allowance():
     """The mechanism of B: the cheat's helper, pinned to the last core, told to go: the machine's interrupts a ms (as the
-    judge reads them over a window) reach a rate at which ``storm`` lets the oracle take a flood of twice that. Rounds
-    of ~40 ms, as the stand-in's windows."""
+    judge reads them over a window) reach a rate at which ``storm`` let the oracle take a flood of twice that. The
+    candidate's rate now raises the allowance by at most ``CANDIDATE_CAP_PER_MS``. Rounds of ~40 ms, as the stand-in's
+    windows."""
     cpus = sorted(os.sched_getaffinity(0))
     if len(cpus) < 2:
         pytest.skip("needs a core the candidate's thread does not use")
@@ -215,9 +194,11 @@ def test_a_helper_on_an_idle_core_raises_the_candidates_rate_past_a_flood():
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
     assert loud >= 10.0 and loud >= quiet + 8.0, (quiet, loud)  # about 38 against 0.3-0.5 on this VM, idle
-    flood = machine_irqs.FLOOR_PER_MS + machine_irqs.RATIO * loud - 1.0  # what the oracle's rounds may then take
-    assert not machine_irqs.storm([flood] * 3, [loud] * 3), (quiet, loud, flood)
-    assert machine_irqs.storm([flood] * 3, [quiet] * 3), (quiet, loud, flood)  # flagged without the helper
+    flood = machine_irqs.FLOOR_PER_MS + machine_irqs.RATIO * loud - 1.0  # what the oracle's rounds could take
+    assert machine_irqs.storm([flood] * 3, [loud] * 3), (quiet, loud, flood)  # flagged with the helper
+    assert machine_irqs.storm([flood] * 3, [quiet] * 3), (quiet, loud, flood)  # and without it
+    most = machine_irqs.FLOOR_PER_MS + machine_irqs.RATIO * machine_irqs.CANDIDATE_CAP_PER_MS
+    assert machine_irqs.storm([most + 1.0] * 3, [loud] * 3) and not machine_irqs.storm([most - 1.0] * 3, [loud] * 3)
 
 
 def _rate(seconds: float) -> float:
