@@ -57,8 +57,8 @@ def corroborate(walls_b: list[float], passes_b: list[float], walls_c: list[float
     resolved this size (``resolved`` False): the judge then credits no speedup at all (runners/judge_clock.py).
 
     ``checks_b``: the device time of the judge's checkpoints in a pass (runners/checkpoints.py), measured alone on
-    the oracle; both sides' passes carry the same checkpoints, and it is taken off both, so that they do not draw
-    the clock's speedup towards 1 (at most half the oracle's pass).
+    the oracle with the candidate stopped; both sides' passes carry the same checkpoints, and the rounds' smallest is
+    taken off both, so that they do not draw the clock's speedup towards 1 (at most half the oracle's pass).
     """
     if len(walls_b) >= 3:
         walls_b, passes_b, walls_c = walls_b[1:], passes_b[1:], walls_c[1:]
@@ -67,7 +67,8 @@ def corroborate(walls_b: list[float], passes_b: list[float], walls_c: list[float
         checks_b = checks_b[1:] if checks_b else checks_b
     extras = [w - q for w, q in zip(walls_b, passes_b)]
     extra = statistics.median(extras)
-    checks = min(max(statistics.median(checks_b), 0.0), 0.5 * min(passes_b)) if checks_b else 0.0
+    # the smallest: a disturbed measurement only lengthens it (round 24)
+    checks = min(max(min(checks_b), 0.0), 0.5 * min(passes_b)) if checks_b else 0.0
     # the oracle's shortest pass: a disturbed round only lengthens it (a candidate that kept running while stopped
     # slowed one oracle round fourfold, round 21)
     pass_b = max(min(passes_b) - checks, 1e-3)

@@ -330,9 +330,12 @@ class TimingSteps(WindowChecks):
                        "key": key}
             # The oracle's outputs are read, checked against its commitments and removed before the candidate
             # is asked for anything: nothing the candidate writes can stand in for them.
-            with self._spent("timing.window_reveal"):
+            # the checkpoints' time alone, the oracle's only, taken off both passes: timed with the candidate's
+            # processes stopped, which could otherwise keep the device busy then and magnify every difference the
+            # clock sees (round 24's C)
+            with self._spent("timing.window_reveal"), self._alone(self.oracle):
                 ref_outs = self.oracle.request("reveal", slots=shown, tag=f"w{index}r{round_}", open=opening,
-                                               time_checks=True)  # the checkpoints' time alone: the oracle's only
+                                               time_checks=True)
             if not ref_outs.get("ok"):
                 raise Refusal("baseline", "the oracle's outputs of the judge's window could not be read back")
             ref_hashes = self._window_hashes(self.oracle, ref_outs, count, key, replies["oracle"].get("commitment"))
