@@ -11,7 +11,7 @@ the kernel's import to report.
 On a GPU the worker also makes its device context and starts the profiler once (CUPTI's first start costs about a
 second) here, in trusted code before any kernel arrives: the oracle and every candidate then come to their timing
 and their profile in the same state. A spare that is still warming while another candidate is timed is paused
-with the other bystanders (runners/judge_clock.py ``_alone``).
+with the other bystanders (runners/alone.py ``_alone``).
 """
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 Before each oracle round of its clock the judge SIGSTOPs the candidate, waits until every thread of its group (and of
 its user, behind the uid wall) shows T, snapshots each thread's CPU time and count of runs on a CPU (schedstat), and
 after the round refuses a candidate any of whose threads ran, was born or ended (runners/stopped.py ``cpu_times``,
-``ran_since``; runners/judge_clock.py ``_alone(settled=True)``). That holds the candidate's *threads*. It does not hold
+``ran_since``; runners/alone.py ``_alone(settled=True)``). That holds the candidate's *threads*. It does not hold
 what the kernel does for the candidate on its own.
 
 A. **Timer interrupts on the oracle's cores** (``tests/cheats/round23_floods_the_oracles_cores_with_timer_interrupts.py``,

@@ -178,7 +178,7 @@ def one_case_runs(rms_bundle, tmp_path_factory) -> dict:
 # Not strict: the helper's effect is CPU contention on this stand-in, which a machine loaded by other work can
 # drown (it passed once in a full suite run beside other jobs); the mechanism stands either way.
 @pytest.mark.xfail(strict=False, reason=(
-    "runners/judge_clock.py _alone stops the candidate while the oracle is measured with WorkerProcess.pause "
+    "runners/alone.py _alone stops the candidate while the oracle is measured with WorkerProcess.pause "
     "(runners/processes.py: os.killpg(SIGSTOP) of the worker's process group). A helper the candidate starts "
     "with start_new_session=True is outside that group and keeps running; it watches /proc/<worker>/stat and burns "
     "the machine exactly while its worker shows state T, i.e. while the oracle's samples and window rounds run. "

@@ -1,5 +1,5 @@
 """Review of the search's pipeline (session 9): the next candidate loaded into the warm spare while the current one is
-judged (runners/sandbox.py ``prefetch``), the spare while either side is timed (runners/judge_clock.py ``_alone``), and
+judged (runners/sandbox.py ``prefetch``), the spare while either side is timed (runners/alone.py ``_alone``), and
 what the prefetch sends and keeps. Three holes found here (a search candidate loaded beside the champion's
 verification, a dead prefetched spare never closed, the spare running during the current candidate's samples) are
 fixed; their tests are plain now.

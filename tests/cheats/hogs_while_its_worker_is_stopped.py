@@ -3,7 +3,7 @@
 The kernel is an honest RMSNorm, one program per row like the baseline (about 1.0x). At import the candidate
 starts a helper in a session of its own (`start_new_session=True`: out of its worker's process group), which
 watches its worker's state in `/proc/<worker>/stat`. The judge stops the candidate's worker (SIGSTOP to its
-process group, runners/judge_clock.py `_alone`, runners/processes.py `WorkerProcess.pause`) exactly while it
+process group, runners/alone.py `_alone`, runners/processes.py `WorkerProcess.pause`) exactly while it
 measures the oracle: its samples and its window rounds. Whenever the worker shows state `T`, the helper burns
 the machine (on a GPU, copies on a CUDA context of its own; without one, four spinning processes, a session
 each, on the CPU the timed stand-in measures), and stops when the worker runs again. The oracle's samples, its

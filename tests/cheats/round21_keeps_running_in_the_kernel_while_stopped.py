@@ -1,7 +1,7 @@
 """Cheat (round 21): the baseline's own kernel (an honest copy: parity), a forged claim (its worker divides its sample
 times by CLAIM), and processes of its own that go on running while the judge has it stopped, for one oracle round.
 
-The judge stops the candidate while it measures the oracle (runners/judge_clock.py ``_alone``: SIGSTOP to the worker's
+The judge stops the candidate while it measures the oracle (runners/alone.py ``_alone``: SIGSTOP to the worker's
 process group, runners/processes.py ``WorkerProcess.pause``) and starts the oracle at once: it never checks that the
 candidate has stopped. SIGSTOP stops a task only on its way back to user mode. A task inside a long system call runs
 on, and so does a task asleep (uninterruptibly, state D) on a kernel lock that such a task holds. Here: children

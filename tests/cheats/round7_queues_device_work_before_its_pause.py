@@ -1,5 +1,5 @@
 """Cheat (round 7, GPU): an honest kernel whose worker leaves the device busy for the oracle. The judge stops the
-candidate's processes while it times the oracle (runners/judge_clock.py ``_alone``: SIGSTOP to the worker's group,
+candidate's processes while it times the oracle (runners/alone.py ``_alone``: SIGSTOP to the worker's group,
 runners/processes.py ``WorkerProcess.pause``, "nothing of a candidate's runs on the host or queues new work on the
 device"). SIGSTOP stops the host; work the candidate QUEUED on the device before it was stopped runs on. This
 worker, right after it has sent each reply (its channel's ``send`` wrapped: after the reply, so none of it is in
