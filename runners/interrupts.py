@@ -8,6 +8,7 @@ there (``storm``)."""
 from __future__ import annotations
 
 import statistics
+import time
 
 FLOOR_PER_MS = 5.0  # the scheduler's tick on a few busy cores and a device's: what any round sees
 RATIO = 2.0
@@ -37,9 +38,19 @@ def per_ms(before: int, after: int, wall_us: float) -> float | None:
     return (after - before) / (wall_us / 1000.0)
 
 
-def storm(rates_b: list, rates_c: list) -> str:
+def ambient(seconds: float = 0.03) -> float | None:
+    """The machine's interrupts a ms over ``seconds`` of the caller's sleep: taken by the evaluator before it starts
+    any candidate's process, a rate no candidate has had a hand in."""
+    before, t0 = total(), time.perf_counter()
+    time.sleep(seconds)
+    return per_ms(before, total(), (time.perf_counter() - t0) * 1e6)
+
+
+def storm(rates_b: list, rates_c: list, ambient_rate: float | None = None) -> str:
     """Why the oracle's rounds cannot be trusted for a speedup ('' when they can): their interrupts per ms (the first
-    round left out where there are three or more, as the clock does) against the candidate's."""
+    round left out where there are three or more, as the clock does) against the candidate's, counted up to
+    ``CANDIDATE_CAP_PER_MS`` or up to the machine's own rate before any candidate ran (``ambient_rate``), whichever is
+    more (a host busy alike for both sides, 20 a ms, is no storm: round 25)."""
     if len(rates_b) >= 3:
         rates_b, rates_c = rates_b[1:], rates_c[1:]
     b = [r for r in rates_b if r is not None]
@@ -47,7 +58,7 @@ def storm(rates_b: list, rates_c: list) -> str:
     if not b or not c:
         return ""
     mb, mc = statistics.median(b), statistics.median(c)
-    if mb > FLOOR_PER_MS + RATIO * min(mc, CANDIDATE_CAP_PER_MS):
+    if mb > FLOOR_PER_MS + RATIO * min(mc, max(CANDIDATE_CAP_PER_MS, ambient_rate or 0.0)):
         return (f"the machine took {mb:.1f} interrupts a ms while the baseline was timed, {mc:.1f} while the candidate "
                 f"was: timers firing for a stopped process slow what runs beside them")
     return ""

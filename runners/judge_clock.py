@@ -210,7 +210,8 @@ class TimingSteps(WindowChecks, Alone):
                 break
         for worker in (self.oracle, self.candidate):
             worker.request("release")
-        noisy = interrupts.storm([q.get("irq") for q in parts_b], [q.get("irq") for q in parts_c])
+        noisy = interrupts.storm([q.get("irq") for q in parts_b], [q.get("irq") for q in parts_c],
+                                 getattr(self, "ambient_irq", None))
         if noisy:  # the oracle's rounds were slowed by what no clock difference can tell: credit no speedup
             result.add_message(f"judge's clock: {noisy}")
             for v in verdicts:
@@ -281,9 +282,9 @@ class TimingSteps(WindowChecks, Alone):
             # The oracle's outputs are read, checked against its commitments and removed before the candidate
             # is asked for anything: nothing the candidate writes can stand in for them.
             # the checkpoints' time alone, the oracle's only, taken off both passes: timed with the candidate's
-            # processes stopped, which could otherwise keep the device busy then and magnify every difference the
-            # clock sees (round 24's C)
-            with self._spent("timing.window_reveal"), self._alone(self.oracle):
+            # processes held stopped, as for the oracle's window (a candidate running then could keep the device busy
+            # and magnify every difference the clock sees: round 24's C, round 25's B)
+            with self._spent("timing.window_reveal"), self._alone(self.oracle, settled=True):
                 ref_outs = self.oracle.request("reveal", slots=shown, tag=f"w{index}r{round_}", open=opening,
                                                time_checks=True)
             if not ref_outs.get("ok"):

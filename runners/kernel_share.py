@@ -59,12 +59,14 @@ def _share(kernels: list, names: set | None, matched_us: float = 0.0) -> float |
 def attributed_us(sequence: list | None, launches: list[str] | None, own: list[str]) -> float:
     """Device time of the candidate's own kernels whose name a kernel of another package also bears, which the
     profile's sums by name cannot tell apart (``collisions``; a generic ``_fwd_kernel`` is common in serving engines).
-    Kernels on one stream run in the order they were launched: the profiled call's device events (``sequence``, in
-    the order they started) that bear one of a collision's names are matched one by one to the same call's launches
-    of those names (``launches``, in order), and the events matched to the candidate's own launches count as its own.
-    Where the counts differ (a launch that ran no kernel, another stream, a profile without events) nothing is
-    matched: the name stays uncounted, as before. Both lists are the candidate's worker's report, as the profile's
-    sums are (the own-kernel share is evidence against a torch-only candidate, not a wall: docs/evaluation.md)."""
+    The profiled call's device events (``sequence``: name, microseconds, the link to the launch call that made it)
+    that bear one of a collision's names are put in launch order by their links and matched one by one to the same
+    call's launches of those names (``launches``, in order), and the events matched to the candidate's own launches
+    count as its own. Where the counts differ (a launch that ran no kernel, a profile without events), or an event
+    has no link or shares one (kernels of one CUDA graph's replay), nothing is matched: start order is not launch order
+    on two streams (round 24), so the name stays uncounted, as before. Both lists are the candidate's worker's report,
+    as the profile's sums are (the own-kernel share is evidence against a torch-only candidate, not a wall:
+    docs/evaluation.md)."""
     if not sequence or not launches:
         return 0.0
     own_set = set(own)
@@ -73,10 +75,12 @@ def attributed_us(sequence: list | None, launches: list[str] | None, own: list[s
     for name, hits in collisions(launches, own).items():
         group = {name} | {f.split(":")[-1] for f in hits}
         ours = [k in own_set for k in launches if k.split(":")[-1] in group]
-        events = [i for i, (ev, _) in enumerate(sequence)
-                  if i not in taken and any(_same_kernel(str(ev), g) for g in group)]
-        if len(events) != len(ours):
-            continue
+        events = [i for i, ev in enumerate(sequence)
+                  if i not in taken and any(_same_kernel(str(ev[0]), g) for g in group)]
+        links = [int(sequence[i][2]) if len(sequence[i]) > 2 else 0 for i in events]
+        if len(events) != len(ours) or min(links, default=0) <= 0 or len(set(links)) != len(links):
+            continue  # matched only by each event's own link to its launch call, never by start order
+        events = [i for _, i in sorted(zip(links, events))]
         taken.update(events)
         total += sum(float(sequence[i][1]) for i, mine in zip(events, ours) if mine)
     return total

@@ -21,6 +21,7 @@ import weakref
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
+from . import interrupts
 from .autotune_pins import BaselinePins
 from .backends import get_backend
 from .backends.cuda import driver_version
@@ -106,6 +107,7 @@ class Evaluator:
         self._warmer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ks-warm")
         if _LIBC is not None:  # the judge too: a worker of the same user may not open its pipes through /proc
             _LIBC.prctl(_PR_SET_DUMPABLE, 0)
+        self.ambient_irq = interrupts.ambient()  # before any candidate's process exists (interrupts.storm)
         if spare:  # both start importing torch now, in parallel, before the first evaluation needs them
             self._oracle = self._spawn("oracle")
             self._spare = self._spawn("candidate")
@@ -329,6 +331,7 @@ class Evaluator:
                 judge.defines_kernel = defines_triton_kernel(source)  # the launch record must agree with the code
                 judge.concurrent = self.isolation.active or self.pair_trials  # the oracle's folder out of reach
                 judge.bystanders = [self._spare] if self._spare is not None else []
+                judge.ambient_irq = self.ambient_irq
                 run_protocol(judge, cases, int(seed), trials or self.trials, time_it, reference, ev, self._peak)
                 if self.backend.timed:  # the oracle's picks kept for the bundle's later oracles; said where they held
                     ev.notes += self._pins.after(judge.autotune, self._oracle_info.get("pinned"))

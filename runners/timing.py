@@ -206,14 +206,11 @@ def _device_sequence(prof) -> list | None:
         from torch.autograd import DeviceType
 
         events = [e for e in prof.events() if e.device_type != DeviceType.CPU]
-        # in the order they were launched: each device event's link to its launch call (the runtime's correlation id,
-        # which grows call by call); by start only where a link is missing. On two streams start order is not launch
-        # order: a token kernel queued behind a device sleep took its namesake's time as its own (round 24's D)
-        links = [getattr(e, "linked_correlation_id", 0) or 0 for e in events]
-        if all(link > 0 for link in links):
-            order = sorted(range(len(events)), key=lambda i: (links[i], events[i].time_range.start))
-        else:
-            order = sorted(range(len(events)), key=lambda i: events[i].time_range.start)
-        return [(events[i].name, float(events[i].time_range.elapsed_us())) for i in order]
+        events.sort(key=lambda e: e.time_range.start)
+        # each with its link to the launch call that made it (the runtime's correlation id, which grows call by call;
+        # 0 where the profiler gives none): runners/kernel_share.py matches by it, since on two streams start order
+        # is not launch order (a token kernel queued behind a device sleep took its namesake's time, round 24's D)
+        return [(e.name, float(e.time_range.elapsed_us()), int(getattr(e, "linked_correlation_id", 0) or 0))
+                for e in events]
     except Exception:  # noqa: BLE001 - another torch's profiler: the sums stand alone
         return None

@@ -220,8 +220,8 @@ def test_a_foreign_kernel_with_a_suffix_over_an_own_name_is_not_credited():
 # Was a strict xfail (review of round 8's fixes): "runners/kernel_share.py own_names drops an honest candidate's own
 # kernel entirely when any kernel outside its package bears the same (generic) name, e.g. `_fwd_kernel`: its share
 # becomes 0 and own_kernel_share refuses it with 'the work is done elsewhere'." Closed: the profiled call's device
-# events, in the order they started, are matched one by one to that call's launches of the colliding names
-# (kernel_share.attributed_us).
+# events, in the order of their links to their launch calls, are matched one by one to that call's launches of the
+# colliding names (kernel_share.attributed_us).
 GENERIC = ["cand.attn:_fwd_kernel", "fla.ops.utils:_fwd_kernel"]  # the candidate's launch, then the library's
 
 
@@ -231,7 +231,7 @@ def test_an_own_kernel_sharing_a_generic_name_with_a_library_kernel_is_still_cre
     own = own_names(GENERIC, GENERIC[:1])
     assert own == set()  # the sums by name cannot tell the two apart
     sums = [("_fwd_kernel", 100.0)]
-    matched = attributed_us([("_fwd_kernel", 90.0), ("_fwd_kernel", 10.0)], GENERIC, GENERIC[:1])
+    matched = attributed_us([("_fwd_kernel", 90.0, 7), ("_fwd_kernel", 10.0, 9)], GENERIC, GENERIC[:1])
     assert matched == 90.0
     assert _share(sums, own, matched) == pytest.approx(0.9)
 
@@ -239,10 +239,10 @@ def test_an_own_kernel_sharing_a_generic_name_with_a_library_kernel_is_still_cre
 def test_a_token_kernel_named_like_the_library_kernel_doing_the_work_is_credited_its_own_time_only():
     from runners.kernel_share import attributed_us
 
-    matched = attributed_us([("_fwd_kernel", 1.0), ("_fwd_kernel", 99.0)], GENERIC, GENERIC[:1])
+    matched = attributed_us([("_fwd_kernel", 1.0, 7), ("_fwd_kernel", 99.0, 9)], GENERIC, GENERIC[:1])
     assert _share([("_fwd_kernel", 100.0)], set(), matched) == pytest.approx(0.01)
     # the library's launch first: the order of the events follows
-    matched = attributed_us([("_fwd_kernel", 99.0), ("_fwd_kernel", 1.0)], GENERIC[::-1], GENERIC[:1])
+    matched = attributed_us([("_fwd_kernel", 99.0, 7), ("_fwd_kernel", 1.0, 9)], GENERIC[::-1], GENERIC[:1])
     assert matched == 1.0
 
 
@@ -250,9 +250,13 @@ def test_collided_events_that_do_not_match_the_launches_one_to_one_are_not_credi
     from runners.kernel_share import attributed_us
 
     # one launch ran no kernel (or ran on another stream unseen): the counts differ, nothing is guessed
-    assert attributed_us([("_fwd_kernel", 90.0)], GENERIC, GENERIC[:1]) == 0.0
+    assert attributed_us([("_fwd_kernel", 90.0, 7)], GENERIC, GENERIC[:1]) == 0.0
     assert attributed_us(None, GENERIC, GENERIC[:1]) == 0.0  # a profiler without events: the sums stand alone
-    assert attributed_us([("_fwd_kernel", 90.0), ("_fwd_kernel", 10.0)], None, GENERIC[:1]) == 0.0
+    assert attributed_us([("_fwd_kernel", 90.0, 7), ("_fwd_kernel", 10.0, 9)], None, GENERIC[:1]) == 0.0
+    # an event without its link to a launch call, or two sharing one (one graph's replay): start order is no guide
+    assert attributed_us([("_fwd_kernel", 90.0, 7), ("_fwd_kernel", 10.0, 0)], GENERIC, GENERIC[:1]) == 0.0
+    assert attributed_us([("_fwd_kernel", 90.0), ("_fwd_kernel", 10.0)], GENERIC, GENERIC[:1]) == 0.0
+    assert attributed_us([("_fwd_kernel", 90.0, 7), ("_fwd_kernel", 10.0, 7)], GENERIC, GENERIC[:1]) == 0.0
 
 
 def test_matching_covers_a_specialised_name_and_leaves_other_kernels_to_the_sums():
@@ -263,7 +267,7 @@ def test_matching_covers_a_specialised_name_and_leaves_other_kernels_to_the_sums
 
     launches = ["cand.ops:norm", "cand.ops:rms_fwd", "otherlib.k:norm_2d", "cand.ops:norm"]
     own = [k for k in launches if k.startswith("cand.")]
-    sequence = [("norm_0d1d", 5.0), ("rms_fwd", 50.0), ("norm_2d", 40.0), ("norm_0d1d", 5.0)]
+    sequence = [("norm_0d1d", 5.0, 11), ("rms_fwd", 50.0, 12), ("norm_2d", 40.0, 13), ("norm_0d1d", 5.0, 14)]
     assert attributed_us(sequence, launches, own) == 10.0
     names = own_names(launches, own)
     assert names == {"rms_fwd"}
