@@ -18,14 +18,18 @@ _TUNED: list | None = None  # the launches inside a Recorder that went through a
 
 def _hooked(run, sink: str, marker: str):
     """``run`` appending (module, name) of the launched function to the list named ``sink`` (``_RECORD``, ``_TUNED``)
-    while a Recorder is open; Triton's compile-only warm-ups are not launches."""
+    while a Recorder is open; Triton's compile-only warm-ups are not launches. Appended once ``run`` has returned, in
+    the order the launches happened: ``run`` evaluates a callable grid before it launches, and a grid that launched
+    another kernel was recorded after the kernel whose grid it was (runners/kernel_share.py matches the record to the
+    device's events in launch order: round 26)."""
     @functools.wraps(run)
     def wrapper(self, *args, **kwargs):
+        out = run(self, *args, **kwargs)
         into = globals()[sink]
         if into is not None and not kwargs.get("warmup", False):
             fn = getattr(self, "fn", None)
             into.append((getattr(fn, "__module__", "?"), getattr(fn, "__name__", "?")))
-        return run(self, *args, **kwargs)
+        return out
 
     setattr(wrapper, marker, True)
     return wrapper

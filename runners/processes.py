@@ -22,7 +22,7 @@ from pathlib import Path
 
 from .backends import Backend, get_backend
 from .hash_tree import seed_cache
-from . import litter
+from . import litter, syscalls
 from .isolation import Isolation, without_credentials
 from .preload import ENV as PRELOAD_ENV
 from .task import BASELINE_DIR
@@ -56,13 +56,16 @@ _LIBC = ctypes.CDLL(None) if sys.platform.startswith("linux") else None  # loade
 _PR_SET_PDEATHSIG, _PR_SET_DUMPABLE = 1, 4
 
 
-def _child_setup(address_space: int | None = None) -> None:
+def _child_setup(address_space: int | None = None, candidate: bool = False) -> None:
     """In the child, before exec: die with kernelsmith, and stay within the backend's memory limit (the worker
-    makes itself non-dumpable after exec, which resets that flag)."""
+    makes itself non-dumpable after exec, which resets that flag); a candidate's, without the asynchronous I/O
+    calls whose requests outlive every listing (runners/syscalls.py)."""
     if _LIBC is not None:
         _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     if address_space is not None:
         resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
+    if candidate:
+        syscalls.install()
 
 
 def read_baseline(bundle: Path) -> dict[str, bytes]:
@@ -121,7 +124,8 @@ class WorkerProcess:
             self.proc = subprocess.Popen(
                 [python or sys.executable, "-m", "runners.worker"], stdin=subprocess.DEVNULL, stdout=log,
                 stderr=subprocess.STDOUT, env=env, pass_fds=(req_r, rep_w), start_new_session=True,
-                cwd=self.workdir, preexec_fn=functools.partial(_child_setup, backend.address_space_limit),
+                cwd=self.workdir, preexec_fn=functools.partial(_child_setup, backend.address_space_limit,
+                                                                role == "candidate"),
                 **Isolation.popen_args(uid))
         os.close(req_r)
         os.close(rep_w)

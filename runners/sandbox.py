@@ -107,7 +107,9 @@ class Evaluator:
         self._warmer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ks-warm")
         if _LIBC is not None:  # the judge too: a worker of the same user may not open its pipes through /proc
             _LIBC.prctl(_PR_SET_DUMPABLE, 0)
-        self.ambient_irq = interrupts.ambient()  # before any candidate's process exists (interrupts.storm)
+        self._ambient = interrupts.Ambient()  # the machine's interrupts a ms (interrupts.storm), the least seen:
+        for _ in range(3):  # first before any candidate's process exists, then before each candidate
+            self._ambient.sample()
         if spare:  # both start importing torch now, in parallel, before the first evaluation needs them
             self._oracle = self._spawn("oracle")
             self._spare = self._spawn("candidate")
@@ -331,7 +333,7 @@ class Evaluator:
                 judge.defines_kernel = defines_triton_kernel(source)  # the launch record must agree with the code
                 judge.concurrent = self.isolation.active or self.pair_trials  # the oracle's folder out of reach
                 judge.bystanders = [self._spare] if self._spare is not None else []
-                judge.ambient_irq = self.ambient_irq
+                judge.ambient_irq = self._ambient.sample()
                 run_protocol(judge, cases, int(seed), trials or self.trials, time_it, reference, ev, self._peak)
                 if self.backend.timed:  # the oracle's picks kept for the bundle's later oracles; said where they held
                     ev.notes += self._pins.after(judge.autotune, self._oracle_info.get("pinned"))
