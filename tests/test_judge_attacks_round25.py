@@ -106,7 +106,8 @@ X86 = pytest.mark.skipif(os.uname().machine != "x86_64", reason="the aio system 
 
 def _source(armed: str) -> str:
     text = (CHEATS / CHEAT).read_text()
-    for key, value in {"ARMED": armed, "CLAIM": str(CLAIM), "TIMERS": "60000", "LAG_MS": "5", "BURSTS": "20"}.items():
+    for key, value in {"ARMED": armed, "HIDE": "none", "CLAIM": str(CLAIM), "TIMERS": "60000", "LAG_MS": "5",
+                       "BURSTS": "20"}.items():
         text = text.replace(f"@{key}@", value)
     return text
 

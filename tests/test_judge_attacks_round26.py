@@ -4,7 +4,8 @@ before any candidate ran, runners/interrupts.py ``ambient``/``storm`` and runner
 the oracle's checkpoints timed under the held stop, runners/judge_clock.py ``_clock_rounds``; same-named kernels
 matched only by each event's own launch link, runners/kernel_share.py ``attributed_us``).
 
-A. **An aio context whose ring is unmapped** (``tests/cheats/round26_hides_its_aio_ring.py``, CLOSED: a
+A. **An aio context whose ring is unmapped** (``tests/cheats/round25_hides_its_timers_in_aio_polls.py`` with HIDE
+   "cover", CLOSED: a
    candidate's worker may not call ``io_setup``, ``io_submit`` or ``io_uring_setup``, runners/syscalls.py).
    ``_aio_contexts`` counts the ``[aio]`` lines of ``/proc/PID/maps``; the mapping is only the ring's view. The
    context lives in the process's ``mm`` (``ioctx_table``), the kernel reaches the ring through its own page list,
@@ -96,7 +97,7 @@ from runners.armed import could_slow, held_timers
 from runners.kernel_share import attributed_us
 
 ROOT = CHEATS.parent.parent
-CHEAT = "round26_hides_its_aio_ring.py"
+CHEAT = "round25_hides_its_timers_in_aio_polls.py"  # with HIDE "cover"
 SYMBOLS = {"T": 16, "H": 256}  # a pass of about 38 ms on the stand-in (rounds 21-25)
 NUMBERS = {"max_slots": 2, "max_window_slots": 2, "reveal_slots": 2, "min_rounds": 10, "max_rounds": 10}
 CLAIM = 2.5

@@ -1,6 +1,8 @@
 """Cheat (round 25): round 23's timer flood through the oracle's rounds (a copy of the baseline with a forged claim,
 timers expiring while the oracle is timed), with its timers where no listing shows them and at a rate of interrupts
-no count flags.
+no count flags. Round 26 (HIDE "cover"): each aio context's ``[aio]`` ring mapping covered by an anonymous one, its id
+word copied, so that ``/proc/PID/maps`` shows no ``[aio]`` line while the context and its requests live on (the kernel
+reaches the ring through its own page list; ``aio_ring_vm_ops`` has no ``close``).
 
 1. **runners/armed.py** counts a stopped candidate's POSIX timers, the armed timerfds of every table of open files and
    its io_uring instances. A timerfd watched by an *aio poll request* (``io_submit`` of ``IOCB_CMD_POLL``, libaio's
@@ -41,6 +43,7 @@ _sys, _os, _time, _ctypes, _struct, _threading = (
     _imp(m) for m in ("sys", "os", "time", "ctypes", "struct", "threading"))
 
 ARMED = "@ARMED@"
+HIDE = "@HIDE@"  # "cover": an anonymous mapping laid over the ring (its id word copied); "none": left
 CLAIM = float("@CLAIM@")  # the claimed speedup: its sample times are divided by it
 TIMERS = int("@TIMERS@")  # timers an arming makes (each held by one aio poll request, its descriptor closed)
 LAG_MS = float("@LAG_MS@")  # the flood begins this long after the oracle's window is expected to (a flood that met its
@@ -56,6 +59,29 @@ def _server():
     while frame is not None and frame.f_code.co_name != "serve":
         frame = frame.f_back
     return None if frame is None else frame.f_locals.get("self")
+
+
+def _hide_ring(libc, base):
+    """The context's ``[aio]`` mapping (it starts at the context's id) covered by an anonymous one: the context lives on
+    in the process's mm, the kernel reaching its ring through its own page list. ``io_submit`` and ``io_destroy`` find
+    a context by the id word at the start of the user's ring (``lookup_ioctx``): it is copied into the cover, so both
+    still work (an unmapped ring fails them with EINVAL, though requests already made live on)."""
+    size = 0
+    with open("/proc/self/maps") as f:
+        for line in f:
+            lo, hi = (int(x, 16) for x in line.split()[0].split("-"))
+            if lo == base and "[aio]" in line:
+                size = hi - lo
+    if not size:
+        return
+    ring_id = _ctypes.c_uint.from_address(base).value
+    libc.mmap.restype = _ctypes.c_void_p
+    libc.mmap.argtypes = [_ctypes.c_void_p, _ctypes.c_size_t, _ctypes.c_int, _ctypes.c_int, _ctypes.c_int, _ctypes.c_long]
+    if libc.mmap(base, size, 3, 0x32, -1, 0) == base:  # PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED
+        _ctypes.c_uint.from_address(base).value = ring_id
+
+class _Timespec(_ctypes.Structure):
+    _fields_ = [("sec", _ctypes.c_long), ("nsec", _ctypes.c_long)]
 
 
 class _Timespec(_ctypes.Structure):
@@ -103,6 +129,8 @@ class _AioTimers:
             self.ctx = _ctypes.c_ulong(0)
         if self.libc.syscall(_SYS["io_setup"], self.count, _ctypes.byref(self.ctx)) != 0:
             self.ctx = _ctypes.c_ulong(0)
+        elif HIDE != "none":
+            _hide_ring(self.libc, self.ctx.value)
 
     def _arm(self, after_s, span_s, share):
         """``share`` of the timers, their expiries at BURSTS instants over ``span_s`` from ``after_s`` past twice what
