@@ -1,11 +1,15 @@
 """System calls a candidate's worker may not make: the asynchronous I/O interfaces (aio's ``io_setup`` and
-``io_submit``, ``io_uring_setup``). Their requests keep timers and files armed in the kernel while the candidate is
-stopped, where no listing of its processes shows them: a timerfd an aio poll waits on is held by the request once its
-descriptor is closed, and an aio context whose ring is unmapped or covered by another mapping leaves no trace in
-``/proc/PID/maps`` (tests/test_judge_attacks_round26.py: a forged 2.5x credited 2.5x). A seccomp filter, installed in
-the candidate's process before it runs any code (``install``, from the judge's ``preexec_fn``) and inherited by every
-process it starts, answers them with ENOSYS, which a library meets as a kernel without them. runners/armed.py still
-counts what can be counted, for a kernel without seccomp.
+``io_submit``, ``io_uring_setup``), and sockets of a network family (TCP, UDP). Their requests and connections keep
+timers armed in the kernel while the candidate is stopped, where no listing of its processes shows them: a timerfd an
+aio poll waits on is held by the request once its descriptor is closed, and an aio context whose ring is unmapped or
+covered by another mapping leaves no trace in ``/proc/PID/maps`` (tests/test_judge_attacks_round26.py: a forged 2.5x
+credited 2.5x); thousands of loopback TCP connections paced by the kernel (``SO_MAX_PACING_RATE``) send from their own
+timers, on the core that armed them, with the whole loopback path in softirq there (round 27: work beside them
+1.6-2.1x slower at 5-8 interrupts a ms). A kernel's worker needs none of them. A seccomp filter, installed in the
+candidate's process before it runs any code (``install``, from the judge's ``preexec_fn``) and inherited by every
+process it starts, answers the first with ENOSYS, which a library meets as a kernel without them, and a network
+socket with EACCES (unix sockets and pipes stay). runners/armed.py still counts what can be counted, for a kernel
+without seccomp.
 
 The filter is built here, in the judge, and only installed in the child between fork and exec (no allocation there).
 """
@@ -15,32 +19,44 @@ import ctypes
 import os
 import struct
 
-_ARCH = {  # the audit arch, and the calls' numbers (x86_64 also refuses the x32 numbers, above 0x40000000)
-    "x86_64": (0xC000003E, (206, 209, 425)),  # io_setup, io_submit, io_uring_setup
-    "aarch64": (0xC00000B7, (0, 2, 425)),
+_ARCH = {  # the audit arch, the calls' numbers (x86_64 also refuses the x32 numbers, above 0x40000000), socket's
+    "x86_64": (0xC000003E, (206, 209, 425), 41),  # io_setup, io_submit, io_uring_setup; socket
+    "aarch64": (0xC00000B7, (0, 2, 425), 198),
 }.get(os.uname().machine)
+_NET_FAMILIES = (2, 10)  # AF_INET, AF_INET6: a socket of these families the worker may not make (AF_UNIX it may)
 _X32_BIT = 0x40000000
 _PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 38, 22, 2
-_RET_ALLOW, _RET_ENOSYS = 0x7FFF0000, 0x00050000 | 38  # SECCOMP_RET_ERRNO | ENOSYS
+_RET_ALLOW, _RET_ENOSYS, _RET_EACCES = 0x7FFF0000, 0x00050000 | 38, 0x00050000 | 13  # SECCOMP_RET_ERRNO | errno
 _LD_W_ABS, _JEQ_K, _JGE_K, _RET_K = 0x20, 0x15, 0x35, 0x06
 
 
 def _program() -> bytes:
-    """The filter: another architecture's calls (a 64-bit worker makes none) and the listed ones get ENOSYS."""
-    arch, numbers = _ARCH
+    """The filter: another architecture's calls (a 64-bit worker makes none) and the listed ones get ENOSYS; a socket
+    of a network family, EACCES."""
+    arch, numbers, socket_nr = _ARCH
     code = [(_LD_W_ABS, 0, 0, 4),  # seccomp_data.arch
             (_JEQ_K, 1, 0, arch),
             (_RET_K, 0, 0, _RET_ENOSYS),
             (_LD_W_ABS, 0, 0, 0)]  # seccomp_data.nr
-    deny_at = len(code) + len(numbers) + 2  # the index of the final RET ENOSYS
+    # the layout from here: [x32 check] [one JEQ a number] [JEQ socket] ALLOW ENOSYS [LD family] [JEQ a family] ALLOW
+    # EACCES
+    allow_at = len(code) + 1 + len(numbers) + 1
+    deny_at = allow_at + 1
+    family_at = deny_at + 1
+    eacces_at = family_at + 1 + len(_NET_FAMILIES) + 1
     if os.uname().machine == "x86_64":
         code.append((_JGE_K, deny_at - len(code) - 1, 0, _X32_BIT))
     else:
         code.append((_JGE_K, 0, 0, 0xFFFFFFFF))  # never true: keeps the jump offsets alike
     for nr in numbers:
         code.append((_JEQ_K, deny_at - len(code) - 1, 0, nr))
+    code.append((_JEQ_K, family_at - len(code) - 1, 0, socket_nr))
     code += [(_RET_K, 0, 0, _RET_ALLOW), (_RET_K, 0, 0, _RET_ENOSYS)]
-    assert len(code) == deny_at + 1
+    code.append((_LD_W_ABS, 0, 0, 16))  # seccomp_data.args[0], its low word: the socket's family
+    for family in _NET_FAMILIES:
+        code.append((_JEQ_K, eacces_at - len(code) - 1, 0, family))
+    code += [(_RET_K, 0, 0, _RET_ALLOW), (_RET_K, 0, 0, _RET_EACCES)]
+    assert len(code) == eacces_at + 1 and code[deny_at][3] == _RET_ENOSYS and code[allow_at][3] == _RET_ALLOW
     return b"".join(struct.pack("HBBI", *ins) for ins in code)
 
 

@@ -100,7 +100,7 @@ CHEAT = "round25_hides_its_timers_in_aio_polls.py"
 SYMBOLS = {"T": 16, "H": 256}  # a pass of about 38 ms on the stand-in (rounds 21-24)
 NUMBERS = {"max_slots": 2, "max_window_slots": 2, "reveal_slots": 2, "min_rounds": 10, "max_rounds": 10}
 CLAIM = 2.5  # the forged claim, as rounds 21-24
-AIO_RUNS = 3  # about half the runs hit the oracle's window: one of three credited in ~90 % of modules
+AIO_RUNS = 2  # the worker cannot make an aio context (runners/syscalls.py): refused in every run, before any flood
 X86 = pytest.mark.skipif(os.uname().machine != "x86_64", reason="the aio system calls' numbers on this architecture")
 
 

@@ -101,7 +101,7 @@ CHEAT = "round25_hides_its_timers_in_aio_polls.py"  # with HIDE "cover"
 SYMBOLS = {"T": 16, "H": 256}  # a pass of about 38 ms on the stand-in (rounds 21-25)
 NUMBERS = {"max_slots": 2, "max_window_slots": 2, "reveal_slots": 2, "min_rounds": 10, "max_rounds": 10}
 CLAIM = 2.5
-RUNS = int(os.environ.get("KS_ROUND26_RUNS", "2"))  # refusal (or not) is the same in every run: two suffice
+RUNS = int(os.environ.get("KS_ROUND26_RUNS", "1"))  # refusal (or not) is the same in every run: one suffices
 X86 = pytest.mark.skipif(os.uname().machine != "x86_64", reason="the aio system calls' numbers on this architecture")
 
 
