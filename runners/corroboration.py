@@ -26,6 +26,12 @@ MAX_PLAUSIBLE_SPEEDUP = 10.0
 CROSS_PROCESS_US_PER_SLOT = 0.4
 
 
+def counted(rounds: list) -> list:
+    """The rounds of the judge's clock that count: the first is a warm-up (first-use costs in a fresh process), left
+    out where there are three or more (every per-round list of a measurement is cut alike: they have one length)."""
+    return rounds[1:] if len(rounds) >= 3 else rounds
+
+
 @dataclass
 class Corroboration:
     claimed: float  # the candidate's claimed speedup (sample medians)
@@ -60,11 +66,8 @@ def corroborate(walls_b: list[float], passes_b: list[float], walls_c: list[float
     the oracle with the candidate stopped; both sides' passes carry the same checkpoints, and the rounds' smallest is
     taken off both, so that they do not draw the clock's speedup towards 1 (at most half the oracle's pass).
     """
-    if len(walls_b) >= 3:
-        walls_b, passes_b, walls_c = walls_b[1:], passes_b[1:], walls_c[1:]
-        shaveable_b = shaveable_b[1:] if shaveable_b else shaveable_b
-        leads_b = leads_b[1:] if leads_b else leads_b
-        checks_b = checks_b[1:] if checks_b else checks_b
+    walls_b, passes_b, walls_c, shaveable_b, leads_b, checks_b = (
+        counted(x) if x else x for x in (walls_b, passes_b, walls_c, shaveable_b, leads_b, checks_b))
     extras = [w - q for w, q in zip(walls_b, passes_b)]
     extra = statistics.median(extras)
     # the smallest: a disturbed measurement only lengthens it (round 24)

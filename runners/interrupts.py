@@ -10,6 +10,8 @@ from __future__ import annotations
 import statistics
 import time
 
+from .corroboration import counted
+
 FLOOR_PER_MS = 5.0  # the scheduler's tick on a few busy cores and a device's: what any round sees
 RATIO = 2.0
 # how far the candidate's own rounds may raise the oracle's allowance: they are its to make noisy, on a core where its
@@ -68,10 +70,8 @@ def storm(rates_b: list, rates_c: list, ambient_rate: float | None = None) -> st
     round left out where there are three or more, as the clock does) against the candidate's, counted up to
     ``CANDIDATE_CAP_PER_MS`` or up to the machine's own rate before any candidate ran (``ambient_rate``), whichever is
     more (a host busy alike for both sides, 20 a ms, is no storm: round 25)."""
-    if len(rates_b) >= 3:
-        rates_b, rates_c = rates_b[1:], rates_c[1:]
-    b = [r for r in rates_b if r is not None]
-    c = [r for r in rates_c if r is not None]
+    b = [r for r in counted(rates_b) if r is not None]
+    c = [r for r in counted(rates_c) if r is not None]
     if not b or not c:
         return ""
     mb, mc = statistics.median(b), statistics.median(c)

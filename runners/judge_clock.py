@@ -39,6 +39,8 @@ LEAD_CYCLES_PER_SLOT = 30  # the window's lead per slot, up to Protocol.window_l
 class TimingSteps(WindowChecks, Alone):
     """Methods of the judge that time; they use its spec, its protocol ``p`` and its two workers."""
 
+    ambient_irq: float | None = None  # the machine's interrupts a ms without a candidate (the evaluator's; storm)
+
     @contextlib.contextmanager
     def _spent(self, name: str):
         """Seconds per part of a phase, under ``name`` in ``Evaluation.phases`` (``timing.*``, ``correctness.*``)."""
@@ -211,7 +213,7 @@ class TimingSteps(WindowChecks, Alone):
         for worker in (self.oracle, self.candidate):
             worker.request("release")
         noisy = interrupts.storm([q.get("irq") for q in parts_b], [q.get("irq") for q in parts_c],
-                                 getattr(self, "ambient_irq", None))
+                                 self.ambient_irq)
         if noisy:  # the oracle's rounds were slowed by what no clock difference can tell: credit no speedup
             result.add_message(f"judge's clock: {noisy}")
             for v in verdicts:
