@@ -8,5 +8,6 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 export PYTHONPATH=$PWD:/tmp/site SKIP_WHEELS=1 PYTHONUNBUFFERED=1
 { date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader
   python3 -c 'import sys, torch, triton; print("python", sys.version.split()[0], "torch", torch.__version__, "triton", triton.__version__)'
-  echo "cores $(nproc)"; git log --format='kernelsmith %H %s' -1 2>/dev/null; } > "$OUT/environment.txt" 2>&1
+  echo "cores $(nproc)"; grep -H . /sys/devices/system/cpu/vulnerabilities/{spec_store_bypass,spectre_v2} 2>/dev/null
+  git log --format='kernelsmith %H %s' -1 2>/dev/null; } > "$OUT/environment.txt" 2>&1
 PYTEST="python3 -m pytest -v -rA --tb=short -m gpu -p no:cacheprovider --timeout=150"

@@ -11,6 +11,7 @@
 #   profile: the host steps of a window's fill and commitment (bench/window_profile_gpu.py)
 #   warmth: the window's parts after an idle gap and a warm-up (bench/window_warmth_gpu.py)
 #   spread: the workers' sample spreads under test_gpu's and part (a)'s evaluators (bench/sample_spread_gpu.py)
+#   tests: the test files in TESTS, the -k filter in K (GPU-marked or not), printed with -s
 #   a:     (a) on KERNELS (all) with RUNS (3) fresh evaluators.
 # Fifteenth session: 1. STEP=pins,noise (done)  2. STEP=parts,noise,dshort NOISE_VARIANTS=rounds10  3. STEP=a or gpu
 source "$(dirname "$0")/device_setup.sh"
@@ -23,6 +24,11 @@ all(d['checks'].values()))" "$OUT/commit-check.json"
     timeout ${FIRST_S:-480} $PYTEST tests/test_checkpoints.py tests/test_judge_attacks_round4.py tests/test_judge_attacks_round16.py \
       -k "checkpoints or deferred or ahead or round16" > "$OUT/checkpoint-tests.txt" 2>&1
     echo "checkpoint tests rc=$?"; grep -E "^(FAILED|ERROR|XPASS)|passed|failed" "$OUT/checkpoint-tests.txt" | cut -c1-300 | tail -8
+    ;;
+  tests)
+    timeout "${TESTS_S:-300}" python3 -m pytest -v -rA --tb=short -s -p no:cacheprovider --timeout=150 $TESTS ${K:+-k "$K"} \
+      > "$OUT/tests.txt" 2>&1
+    echo "tests rc=$?"; grep -E "^(FAILED|ERROR)|AssertionError|passed|failed|^self:| self: " "$OUT/tests.txt" | cut -c1-900 | tail -14
     ;;
   gpu)
     timeout 560 $PYTEST -s tests/test_gpu.py > "$OUT/gpu-tests.txt" 2>&1

@@ -207,10 +207,11 @@ def _device_sequence(prof) -> list | None:
 
         events = [e for e in prof.events() if e.device_type != DeviceType.CPU]
         events.sort(key=lambda e: e.time_range.start)
-        # each with its link to the launch call that made it (the runtime's correlation id, which grows call by call;
-        # 0 where the profiler gives none): runners/kernel_share.py matches by it, since on two streams start order
-        # is not launch order (a token kernel queued behind a device sleep took its namesake's time, round 24's D)
-        return [(e.name, float(e.time_range.elapsed_us()), int(getattr(e, "linked_correlation_id", 0) or 0))
-                for e in events]
+        # each with its link to the launch call that made it: a device event's id is the profiler's correlation id of
+        # that call (CUPTI's, which grows call by call, runtime and driver calls alike; ``linked_correlation_id`` is
+        # the torch op around the call, 0 for a Triton launch outside one: the H200, 2026-12-03). 0 where the profiler
+        # gives none. runners/kernel_share.py matches by it, since on two streams start order is not launch order (a
+        # token kernel queued behind a device sleep took its namesake's time, round 24's D)
+        return [(e.name, float(e.time_range.elapsed_us()), max(int(getattr(e, "id", 0) or 0), 0)) for e in events]
     except Exception:  # noqa: BLE001 - another torch's profiler: the sums stand alone
         return None

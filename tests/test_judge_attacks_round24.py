@@ -353,13 +353,15 @@ def test_inflating_the_oracles_checkpoint_time_in_some_rounds_credits_nothing():
 # ---- D. same-named kernels, matched in the order they started -------------------------------------------------------
 
 def _profiled(*events):
-    """A profile as torch's reports it: device events (name, start, microseconds, the link to their launch call)."""
+    """A profile as torch's reports it: device events (name, start, microseconds, the link to their launch call: the
+    event's id, CUPTI's correlation id; ``linked_correlation_id`` is the torch op around the launch, none for a Triton
+    kernel launched outside one, as on the H200)."""
     from torch.autograd import DeviceType
 
     def event(name, start, us, link):
         span = types.SimpleNamespace(start=start, elapsed_us=lambda: us)
-        return types.SimpleNamespace(name=name, device_type=DeviceType.CUDA, time_range=span,
-                                     linked_correlation_id=link)
+        return types.SimpleNamespace(name=name, device_type=DeviceType.CUDA, time_range=span, id=link,
+                                     linked_correlation_id=0)
 
     return types.SimpleNamespace(events=lambda: [event(*e) for e in events])
 
