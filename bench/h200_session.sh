@@ -12,6 +12,7 @@
 #   warmth: the window's parts after an idle gap and a warm-up (bench/window_warmth_gpu.py)
 #   spread: the workers' sample spreads under test_gpu's and part (a)'s evaluators (bench/sample_spread_gpu.py)
 #   tests: the test files in TESTS, the -k filter in K (GPU-marked or not), printed with -s
+#   placement: RMSNorm's T=1 samples over fresh slot banks in one process, two modules (bench/placement_gpu.py)
 #   a:     (a) on KERNELS (all) with RUNS (3) fresh evaluators.
 # Fifteenth session: 1. STEP=pins,noise (done)  2. STEP=parts,noise,dshort NOISE_VARIANTS=rounds10  3. STEP=a or gpu
 source "$(dirname "$0")/device_setup.sh"
@@ -81,6 +82,10 @@ all(d['checks'].values()), [k for k, v in d['checks'].items() if not v])" "$OUT/
   spread)  # the workers' sample spreads, the baseline against itself, test_gpu's evaluator and part (a)'s
     timeout "${SPREAD_S:-300}" python3 bench/sample_spread_gpu.py "$OUT/sample-spread.json" > "$OUT/sample-spread.txt" 2>&1
     echo "spread rc=$?"; cut -c1-160 "$OUT/sample-spread.txt" | tail -40
+    ;;
+  placement)
+    timeout "${PLACEMENT_S:-200}" python3 bench/placement_gpu.py "$OUT/placement.json" > "$OUT/placement.txt" 2>&1
+    echo "placement rc=$?"; grep -E "max/min|Error" "$OUT/placement.txt" | cut -c1-160 | tail -12
     ;;
   a)
     timeout "${A_S:-560}" python3 bench/evaluator.py --out "$OUT/a-all" --parts a --runs "${RUNS:-3}" \
