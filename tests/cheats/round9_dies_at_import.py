@@ -2,7 +2,7 @@
 
 Prefetched, it kills the warm spare before its turn. The evaluation must then give the verdict of a plain one (it
 fails at `compile`), and the dead spare must be closed (its pipes, log and folder), not dropped: one leak per such
-candidate for a whole search before the fix (runners/sandbox.py ``_take_candidate``). It passes the static policy.
+candidate for a whole search before the fix (runners/spare.py ``_take_candidate``). It passes the static policy.
 Must be refused: it never imports.
 """
 
