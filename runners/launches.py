@@ -7,6 +7,7 @@ autotuned configs on the candidate's copy of the same autotuner, so that both si
 from __future__ import annotations
 
 import functools
+import threading
 from types import ModuleType
 
 from triton.runtime.autotuner import Autotuner
@@ -14,6 +15,7 @@ from triton.runtime.jit import JITFunction
 
 _RECORD: list | None = None
 _TUNED: list | None = None  # the launches inside a Recorder that went through an autotuner (any module)
+_THREADS: set | None = None  # the threads that launched inside a Recorder
 
 
 def _hooked(run, sink: str, marker: str):
@@ -21,14 +23,18 @@ def _hooked(run, sink: str, marker: str):
     while a Recorder is open; Triton's compile-only warm-ups are not launches. Appended once ``run`` has returned, in
     the order the launches happened: ``run`` evaluates a callable grid before it launches, and a grid that launched
     another kernel was recorded after the kernel whose grid it was (runners/kernel_share.py matches the record to the
-    device's events in launch order: round 26)."""
+    device's events in launch order: round 26). From one thread only: return order is launch order there, and the
+    launching threads are kept (``Recorder.threads``) so that launches from several are not matched by order (round
+    28's C: a launch held in its ``run`` by another thread's later one)."""
     @functools.wraps(run)
     def wrapper(self, *args, **kwargs):
         out = run(self, *args, **kwargs)
-        into = globals()[sink]
+        into, threads = globals()[sink], _THREADS
         if into is not None and not kwargs.get("warmup", False):
             fn = getattr(self, "fn", None)
             into.append((getattr(fn, "__module__", "?"), getattr(fn, "__name__", "?")))
+            if threads is not None:
+                threads.add(threading.get_ident())
         return out
 
     setattr(wrapper, marker, True)
@@ -54,18 +60,20 @@ def install() -> None:
 
 class Recorder:
     """``with Recorder() as launched:`` collects (module, kernel name) of each launch inside the block, and in
-    ``tuned`` the launches that went through an ``@triton.autotune`` (whatever module it is in)."""
+    ``tuned`` the launches that went through an ``@triton.autotune`` (whatever module it is in), in ``threads`` the
+    threads that launched."""
 
     def __enter__(self) -> list:
-        global _RECORD, _TUNED
+        global _RECORD, _TUNED, _THREADS
         self.launched: list = []
         self.tuned: list = []
-        _RECORD, _TUNED = self.launched, self.tuned
+        self.threads: set = set()
+        _RECORD, _TUNED, _THREADS = self.launched, self.tuned, self.threads
         return self.launched
 
     def __exit__(self, *exc) -> None:
-        global _RECORD, _TUNED
-        _RECORD, _TUNED = None, None
+        global _RECORD, _TUNED, _THREADS
+        _RECORD, _TUNED, _THREADS = None, None, None
 
 
 def autotuners(module: ModuleType) -> dict[str, Autotuner]:
