@@ -14,7 +14,8 @@
 #   tests: the test files in TESTS, the -k filter in K (GPU-marked or not), printed with -s
 #   placement: RMSNorm's T=1 samples over fresh slot banks in one process, two modules (bench/placement_gpu.py)
 #   a:     (a) on KERNELS (all) with RUNS (3) fresh evaluators.
-# Fifteenth session: 1. STEP=pins,noise (done)  2. STEP=parts,noise,dshort NOISE_VARIANTS=rounds10  3. STEP=a or gpu
+# Next session: 1. STEP=gpu (the epoll and namespace refusals under CUDA; test_syscalls too: STEP=tests TESTS=tests/test_syscalls.py)
+#   2. STEP=placement (the T=1 offset)  3. STEP=a RUNS=5  4. STEP=dshort D_S=220 CANDIDATES=4
 source "$(dirname "$0")/device_setup.sh"
 for step in ${STEP//,/ }; do
 case "$step" in
