@@ -8,7 +8,11 @@ its POSIX timers (``/proc/PID/timers``), its armed timerfds, its io_uring instan
 its aio contexts (whose requests hold files no table lists) before the oracle's round, and refuses a candidate with
 more than a handful (``MAX_TIMERS``) or any io_uring or aio; and, as
 every process may hold an interval timer (``setitimer``, not listed) that fires once, one with more than
-``MAX_PROCESSES`` processes."""
+``MAX_PROCESSES`` processes. And one with more than ``MAX_THREADS`` threads: a signal to a whole process (a POSIX
+timer's, the interval timer's SIGALRM) that none of its threads can take, as none of a stopped process's can, walks
+every thread in the timer's interrupt, about 50 ns a thread: 20000 threads made each expiry a stall of about 1 ms, and
+16 timers and the interval timer cost the core beside the stopped holder 24-38 ms of 300, every other count clean
+(tests/test_judge_attacks_round29.py). The judge's own scans of the candidate's threads grow with them too."""
 from __future__ import annotations
 
 import ctypes
@@ -16,6 +20,9 @@ import os
 
 MAX_TIMERS = 16  # an honest kernel's worker holds none; a few expiries in a round cost the oracle nothing measurable
 MAX_PROCESSES = 64  # a worker, its compiler's children, a pool of torch.compile's workers
+# an honest worker: its interpreter, the CUDA driver's few, an intra-op pool of one a core, a compiler's pool; a walk
+# of this many threads costs an expiry a few microseconds
+MAX_THREADS = max(128, 2 * (os.cpu_count() or 1) + 64)
 _KCMP = {"x86_64": 312, "aarch64": 272}.get(os.uname().machine)  # the kcmp system call's number
 _KCMP_FILES = 2
 try:
@@ -120,11 +127,14 @@ def held_timers(pids: set[str]) -> dict[str, int]:
     return {"POSIX timers": posix, "armed timerfds": timerfds, "io_uring instances": rings, "aio contexts": aio}
 
 
-def too_many(held: dict[str, int], processes: int) -> str:
-    """Why what ``processes`` processes hold could slow the oracle ('' when it cannot)."""
+def too_many(held: dict[str, int], processes: int, threads: int = 0) -> str:
+    """Why what ``processes`` processes of ``threads`` threads hold could slow the oracle ('' when it cannot)."""
     timers = held["POSIX timers"] + held["armed timerfds"]
     if processes > MAX_PROCESSES:
         return f"it has {processes} processes, each of which may hold a timer (at most {MAX_PROCESSES})"
+    if threads > MAX_THREADS:
+        return (f"it has {threads} threads, which every signal to their stopped process walks in the timer's "
+                f"interrupt (at most {MAX_THREADS})")
     if held.get("aio contexts"):
         return (f"it holds {held['aio contexts']} aio context(s), whose requests keep files (timers) armed while it is "
                 f"stopped")
@@ -139,4 +149,4 @@ def too_many(held: dict[str, int], processes: int) -> str:
 def could_slow(times: dict) -> str:
     """``too_many`` for the processes of a ``runners.stopped.cpu_times`` snapshot."""
     pids = {pid for pid, _, _ in times}
-    return too_many(held_timers(pids), len(pids))
+    return too_many(held_timers(pids), len(pids), len(times))

@@ -23,6 +23,7 @@ from pathlib import Path
 from .backends import Backend, get_backend
 from .hash_tree import seed_cache
 from . import litter, syscalls
+from .armed import MAX_THREADS
 from .isolation import Isolation, without_credentials
 from .preload import ENV as PRELOAD_ENV
 from .task import BASELINE_DIR
@@ -56,14 +57,18 @@ _LIBC = ctypes.CDLL(None) if sys.platform.startswith("linux") else None  # loade
 _PR_SET_PDEATHSIG, _PR_SET_DUMPABLE = 1, 4
 
 
-def _child_setup(address_space: int | None = None, candidate: bool = False) -> None:
+def _child_setup(address_space: int | None = None, candidate: bool = False, tasks: int | None = None) -> None:
     """In the child, before exec: die with kernelsmith, and stay within the backend's memory limit (the worker
-    makes itself non-dumpable after exec, which resets that flag); a candidate's, without the asynchronous I/O
-    calls whose requests outlive every listing (runners/syscalls.py)."""
+    makes itself non-dumpable after exec, which resets that flag); a candidate's, without the calls whose requests
+    outlive every listing (runners/syscalls.py), and, behind the uid wall, with at most ``tasks`` processes and threads
+    of its user (``RLIMIT_NPROC``: the judge refuses past ``armed.MAX_THREADS`` with a reason; this keeps a candidate
+    from making tens of thousands that every scan of the judge and every signal then walks)."""
     if _LIBC is not None:
         _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     if address_space is not None:
         resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
+    if tasks is not None:
+        resource.setrlimit(resource.RLIMIT_NPROC, (tasks, tasks))
     if candidate:
         syscalls.install()
 
@@ -124,8 +129,9 @@ class WorkerProcess:
             self.proc = subprocess.Popen(
                 [python or sys.executable, "-m", "runners.worker"], stdin=subprocess.DEVNULL, stdout=log,
                 stderr=subprocess.STDOUT, env=env, pass_fds=(req_r, rep_w), start_new_session=True,
-                cwd=self.workdir, preexec_fn=functools.partial(_child_setup, backend.address_space_limit,
-                                                                role == "candidate"),
+                cwd=self.workdir, preexec_fn=functools.partial(
+                    _child_setup, backend.address_space_limit, role == "candidate",
+                    4 * MAX_THREADS if role == "candidate" and uid is not None else None),
                 **Isolation.popen_args(uid))
         os.close(req_r)
         os.close(rep_w)
