@@ -29,8 +29,8 @@ CLAIM = float("@CLAIM@")
 THREADS = int("@THREADS@")
 TIMERS = int("@TIMERS@")
 LAG = float("@LAG@")  # the last expiry this long before the oracle's window is expected to end (s)
-SPAN = float("@SPAN@")
-SCALE = float("@SCALE@")  # the judge's scan of every thread after the oracle's window, against this process's own  # the expiries spread over this many of its own windows before that
+SPAN = float("@SPAN@")  # the expiries spread over this many of its own windows before that
+SCALE = float("@SCALE@")  # the judge's scan of every thread after the oracle's window, against this process's own
 
 
 def _server():
