@@ -100,7 +100,7 @@ CHEAT = "round24_hides_its_timers_and_inflates_its_own_interrupts.py"
 SYMBOLS = {"T": 16, "H": 256}  # a pass of about 38 ms on the stand-in (rounds 21-23)
 NUMBERS = {"max_slots": 2, "max_window_slots": 2, "reveal_slots": 2, "min_rounds": 10, "max_rounds": 10}
 CLAIM = 2.5  # the forged claim, as rounds 21-23
-TIMERS, SPAN_MS = "9000", "200"
+TIMERS, SPAN_MS = "900", "20"  # within the 1024 open files a candidate may hold (round 30; 9000 over 200 ms before)
 
 
 def _source(hide: str, inflate: str) -> str:
@@ -162,7 +162,8 @@ def test_a_flood_behind_the_candidates_own_interrupts_earns_no_credit(runs):
 def test_the_clock_says_where_the_flood_landed_behind_the_candidates_own_interrupts(runs):
     evs = runs["inflated"]
     assert all(any("interrupts a ms" in (m or "") for m in ev["messages"]) for ev in evs if _flooded(ev)), _seen(evs)
-    assert any(_flooded(ev) for ev in evs), _seen(evs)  # (with the fix: flagged, or refused before any flood)
+    # (Before round 30 the 9000 timers flooded some counted round in every run. A candidate now holds at most 1024
+    # open files, and 900 timers made at most 4.5 interrupts a ms in a round: no flood, the forged claim quarantined.)
 
 
 _INFLATER_PRELUDE = "_INFLATER = r\"\"\""
