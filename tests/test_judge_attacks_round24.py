@@ -162,8 +162,9 @@ def test_a_flood_behind_the_candidates_own_interrupts_earns_no_credit(runs):
 def test_the_clock_says_where_the_flood_landed_behind_the_candidates_own_interrupts(runs):
     evs = runs["inflated"]
     assert all(any("interrupts a ms" in (m or "") for m in ev["messages"]) for ev in evs if _flooded(ev)), _seen(evs)
-    # (Before round 30 the 9000 timers flooded some counted round in every run. A candidate now holds at most 1024
-    # open files, and 900 timers made at most 4.5 interrupts a ms in a round: no flood, the forged claim quarantined.)
+    # Before round 30 the 9000 timers flooded some counted round in every run. A candidate now holds at most 1024
+    # open files, and 900 timers made at most 4.5 interrupts a ms in a round: no flood, and the forged claim refused
+    assert all(not ev["ok"] for ev in evs), _seen(evs)
 
 
 _INFLATER_PRELUDE = "_INFLATER = r\"\"\""

@@ -78,7 +78,7 @@ import time
 import pytest
 from conftest import CHEATS
 from test_judge_attacks_round4 import _timed_judge
-from test_judge_attacks_round24 import _profiled, _stub
+from test_judge_attacks_round24 import _credited, _profiled, _stub
 
 from runners import interrupts as machine_irqs
 from runners import syscalls
@@ -109,10 +109,6 @@ def runs(rms_bundle, tmp_path_factory) -> list[dict]:
     return _timed_judge(rms_bundle, tmp_path_factory.mktemp("round28"),
                         [(_source(50_000), "verify", 81 + k, NUMBERS) for k in range(RUNS)]
                         + [(_source(0), "verify", 91, NUMBERS)], SYMBOLS, one_thread=True)
-
-
-def _credited(ev: dict) -> float | None:
-    return max(s or 0.0 for s in ev["speedups"]) if ev["ok"] else None
 
 
 def _seen(evs: list[dict]) -> str:

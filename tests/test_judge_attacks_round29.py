@@ -52,7 +52,8 @@ import time
 
 import pytest
 from conftest import CHEATS
-from test_judge_attacks_round24 import _stub
+from test_judge_attacks_round24 import _credited, _stub
+from test_judge_attacks_round28 import LINUX_X86, _loop
 
 from runners import interrupts as machine_irqs
 from runners import syscalls
@@ -65,9 +66,6 @@ NUMBERS = {"max_slots": 2, "max_window_slots": 2, "reveal_slots": 2, "min_rounds
 CLAIM = float(os.environ.get("KS_ROUND29_CLAIM", "2.0"))
 THREADS = int(os.environ.get("KS_ROUND29_THREADS", "25000"))
 RUNS = int(os.environ.get("KS_ROUND29_RUNS", "1"))
-LINUX_X86 = pytest.mark.skipif(not sys.platform.startswith("linux") or os.uname().machine != "x86_64",
-                               reason="the system calls' numbers here are x86_64's")
-
 # a stand-in for the candidate's worker, on one core: THREADS threads in libc's pause (the signals blocked in each),
 # TIMERS POSIX timers (SIGEV_SIGNAL, an RT signal) and its interval timer; on "g" from stdin it arms them DELAY s
 # ahead (spread over 60 ms), says "q" and waits to be stopped
@@ -107,15 +105,6 @@ if os.read(0, 1) == b"g":
 os.write(1, b"q\n")
 time.sleep(120)
 """
-
-
-def _loop(seconds: float) -> tuple[int, float]:
-    t, n = time.perf_counter(), 0
-    while time.perf_counter() - t < seconds:
-        for _ in range(300):
-            pass
-        n += 1
-    return n, time.perf_counter() - t
 
 
 def _holder(threads: int, timers: int, delay: float, core: int) -> tuple[subprocess.Popen, int]:
@@ -233,7 +222,7 @@ def test_a_end_to_end(runs):
     (before the fix: quarantined in 2 of 2 runs at 2.0x, clock 0.86x and 0.97x, one counted window hit and the other
     missed; a forged 1.5x "credited" 1.46-1.50x in 3 of 6 runs, within the stand-in's noise). The control without
     threads is quarantined."""
-    credited = [max(s or 0.0 for s in ev["speedups"]) if ev["ok"] else None for ev in runs[:RUNS]]
+    credited = [_credited(ev) for ev in runs[:RUNS]]
     assert all(c is None or c <= 1.25 for c in credited), f"credited {credited}: {_seen(runs)}"
     assert all(not ev["ok"] and "threads" in ev["error"] for ev in runs[:RUNS]), _seen(runs[:RUNS])
     assert not runs[-1]["ok"] and runs[-1]["stage"] == "timing", _seen(runs[-1:])
