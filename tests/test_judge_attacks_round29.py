@@ -188,8 +188,9 @@ def test_a_walked_threads_stall_the_core_beside_a_stopped_holder_and_are_refused
     # every other check the judge makes reads clean (which is why it let it through before the thread count) ...
     assert left == [] and ran == [] and len(pids) <= MAX_PROCESSES and held["POSIX timers"] == MAX_TIMERS, seen
     assert rate is None or rate < machine_irqs.FLOOR_PER_MS, seen
-    # ... the core lost time to 17 expiries (24-38 ms of 300 on this VM), and the thread count refuses it
-    assert lost_ms > 5.0 and f"{len(before)} threads" in slow, seen
+    # ... and the thread count refuses it. (The core lost 24-38 ms of 300 to 17 expiries when this VM was quiet; on a
+    # loaded one the loop's quiet rate is no baseline, and a CI simulation read -9.8 ms: said, not asserted.)
+    assert f"{len(before)} threads" in slow, seen
 
 
 def _source(threads: int, timers: int = 16) -> str:
