@@ -13,9 +13,10 @@
 #   spread: the workers' sample spreads under test_gpu's and part (a)'s evaluators (bench/sample_spread_gpu.py)
 #   tests: the test files in TESTS, the -k filter in K (GPU-marked or not), printed with -s
 #   placement: RMSNorm's T=1 samples over fresh slot banks in one process, two modules (bench/placement_gpu.py)
+#   hold:  each bank kept and sampled again later, in HOLD_PROCS fresh processes (placement_gpu.py HOLD=1)
+#   between: one event between two samplings of one bank, per EVENTS, each in a fresh process (placement_gpu.py HOLD=2)
 #   a:     (a) on KERNELS (all) with RUNS (3) fresh evaluators.
-# Next session: 1. STEP=gpu (the epoll and namespace refusals under CUDA; test_syscalls too: STEP=tests TESTS=tests/test_syscalls.py)
-#   2. STEP=placement (the T=1 offset)  3. STEP=a RUNS=5  4. STEP=dshort D_S=220 CANDIDATES=4
+# Next session: 1. STEP=a RUNS=5 (the clock's T=1 credit)  2. STEP=dshort D_S=220 CANDIDATES=4  3. STEP=tests TESTS=tests/test_gpu_attacks.py
 source "$(dirname "$0")/device_setup.sh"
 for step in ${STEP//,/ }; do
 case "$step" in
@@ -87,6 +88,18 @@ all(d['checks'].values()), [k for k, v in d['checks'].items() if not v])" "$OUT/
   placement)
     timeout "${PLACEMENT_S:-200}" python3 bench/placement_gpu.py "$OUT/placement.json" > "$OUT/placement.txt" 2>&1
     echo "placement rc=$?"; grep -E "max/min|Error" "$OUT/placement.txt" | cut -c1-160 | tail -12
+    ;;
+  hold)  # each preparation's bank kept and sampled again, in HOLD_PROCS fresh processes (bench/placement_gpu.py HOLD=1)
+    for i in $(seq "${HOLD_PROCS:-3}"); do
+      HOLD=1 timeout "${HOLD_S:-100}" python3 bench/placement_gpu.py "$OUT/hold-$i.json" > "$OUT/hold-$i.txt" 2>&1
+      echo "hold $i rc=$?"; grep -E "prep|Error" "$OUT/hold-$i.txt" | cut -c1-160 | tail -16
+    done
+    ;;
+  between)  # what ends a process's first fast reading: one event between two samplings (placement_gpu.py HOLD=2)
+    for e in ${EVENTS:-sleep graph alloc bank prep}; do
+      HOLD=2 EVENT=$e timeout 60 python3 bench/placement_gpu.py "$OUT/between-$e.json" > "$OUT/between-$e.txt" 2>&1
+      echo "between $e rc=$?"; grep -E "before|Error" "$OUT/between-$e.txt" | cut -c1-160 | tail -3
+    done
     ;;
   a)
     timeout "${A_S:-560}" python3 bench/evaluator.py --out "$OUT/a-all" --parts a --runs "${RUNS:-3}" \
