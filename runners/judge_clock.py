@@ -360,9 +360,10 @@ class TimingSteps(WindowChecks, Alone):
 
 
 def _parts(reply: dict) -> dict:
-    """A window reply's parts in ms: device (pass, fill, commit, lead, by its events) and host (lead to commitment)."""
+    """A window reply's parts in ms: device (pass, fill, commit, lead, by its events) and host (lead to commitment;
+    queue: the host's time to queue the fill)."""
     parts = {}
-    for part in ("pass", "fill", "commit", "lead", "host"):
+    for part in ("pass", "fill", "commit", "lead", "host", "queue"):
         try:
             parts[part] = round(float(reply.get(f"{part}_us", 0.0)) / 1000, 4)
         except (TypeError, ValueError):  # the candidate's are its own to write

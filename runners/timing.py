@@ -156,8 +156,10 @@ class SlotTimer:
         if lead_cycles and self.graph is not None:
             torch.cuda._sleep(int(lead_cycles))
         events[1].record()
+        queued = time.perf_counter()
         if fill is not None:
             fill()
+        queued = time.perf_counter() - queued  # the host's time to queue the fill (the device waits on it past the lead)
         events[2].record()
         self.run(1)
         events[3].record()
@@ -167,7 +169,7 @@ class SlotTimer:
         parts = {"lead_us": events[0].elapsed_time(events[1]) * 1000.0,
                  "fill_us": events[1].elapsed_time(events[2]) * 1000.0,
                  "commit_us": events[3].elapsed_time(events[4]) * 1000.0,
-                 "host_us": (time.perf_counter() - started) * 1e6}
+                 "host_us": (time.perf_counter() - started) * 1e6, "queue_us": queued * 1e6}
         return events[2].elapsed_time(events[3]) * 1000.0, root, parts
 
 
