@@ -159,7 +159,8 @@ def test_no_timed_graph_is_the_process_first(tmp_path):
     root = Path(__file__).resolve().parent.parent
     out = tmp_path / "between.json"
     subprocess.run([sys.executable, str(root / "bench" / "placement_gpu.py"), str(out)], cwd=root, check=True,
-                   timeout=240, env={**os.environ, "HOLD": "2", "EVENT": "graph"})
+                   timeout=240, env={**os.environ, "HOLD": "2", "EVENT": "graph",
+                                     "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])})
     got = json.loads(out.read_text())
     for after in got["after_us"]:
         assert abs(after / got["before_us"] - 1) < 0.03, got
