@@ -16,7 +16,7 @@
 #   hold:  each bank kept and sampled again later, in HOLD_PROCS fresh processes (placement_gpu.py HOLD=1)
 #   between: one event between two samplings of one bank, per EVENTS, each in a fresh process (placement_gpu.py HOLD=2)
 #   a:     (a) on KERNELS (all) with RUNS (3) fresh evaluators.
-# Next session: 1. STEP=a RUNS=5 (the clock's T=1 credit)  2. STEP=dshort D_S=220 CANDIDATES=4  3. STEP=tests TESTS=tests/test_gpu_attacks.py
+# Next session: 1. STEP=profile,a RUNS=5 (the checkpoints' fill on the device; the clock's T=1 credit)  2. STEP=dshort D_S=220 CANDIDATES=4  3. STEP=tests TESTS=tests/test_gpu_attacks.py
 source "$(dirname "$0")/device_setup.sh"
 for step in ${STEP//,/ }; do
 case "$step" in
