@@ -12,7 +12,10 @@ every process may hold an interval timer (``setitimer``, not listed) that fires 
 timer's, the interval timer's SIGALRM) that none of its threads can take, as none of a stopped process's can, walks
 every thread in the timer's interrupt, about 50 ns a thread: 20000 threads made each expiry a stall of about 1 ms, and
 16 timers and the interval timer cost the core beside the stopped holder 24-38 ms of 300, every other count clean
-(tests/test_judge_attacks_round29.py). The judge's own scans of the candidate's threads grow with them too."""
+(tests/test_judge_attacks_round29.py). The judge's own scans of the candidate's threads grow with them too. And, for a
+kernel without the candidate's filter and limits (runners/syscalls.py, runners/processes.py), a thread in a ptrace stop
+(SIGCONT does not wake it, so its timers may send it SIGCONT and SIGSTOP in turn) or a queue of pending signals longer
+than ``MAX_QUEUED_SIGNALS``: each such signal walks the whole queue in the timer's interrupt (round 31)."""
 from __future__ import annotations
 
 import ctypes
@@ -23,6 +26,9 @@ MAX_PROCESSES = 64  # a worker, its compiler's children, a pool of torch.compile
 # an honest worker: its interpreter, the CUDA driver's few, an intra-op pool of one a core, a compiler's pool; a walk
 # of this many threads costs an expiry a few microseconds
 MAX_THREADS = max(128, 2 * (os.cpu_count() or 1) + 64)
+# signals queued to the candidate's user (``SigQ``; a candidate starts with RLIMIT_SIGPENDING at 256, and each POSIX
+# timer counts one): a walk of this many costs an expiry a few microseconds
+MAX_QUEUED_SIGNALS = 1024
 _KCMP = {"x86_64": 312, "aarch64": 272}.get(os.uname().machine)  # the kcmp system call's number
 _KCMP_FILES = 2
 try:
@@ -114,21 +120,36 @@ def _aio_contexts(pid: str) -> int:
         return 0
 
 
+def _queued_signals(pid: str) -> int:
+    """The signals queued to ``pid``'s user (``SigQ`` of /proc/PID/status: that user's count, over all its processes)."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"SigQ:"):
+                    return int(line.split()[1].split(b"/")[0])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
 def held_timers(pids: set[str]) -> dict[str, int]:
     """POSIX timers, armed timerfds and io_uring instances held by the processes ``pids`` (every table of open files
-    of their threads, each once)."""
-    posix = timerfds = rings = aio = 0
+    of their threads, each once), and the signals queued to their user."""
+    posix = timerfds = rings = aio = queued = 0
     for pid in pids:
+        queued = max(queued, _queued_signals(pid))
         posix += _posix_timers(pid)
         aio += _aio_contexts(pid)
         for tid in _tables(pid):
             t, r = _descriptors(pid, tid)
             timerfds, rings = timerfds + t, rings + r
-    return {"POSIX timers": posix, "armed timerfds": timerfds, "io_uring instances": rings, "aio contexts": aio}
+    return {"POSIX timers": posix, "armed timerfds": timerfds, "io_uring instances": rings, "aio contexts": aio,
+            "queued signals": queued}
 
 
-def too_many(held: dict[str, int], processes: int, threads: int = 0) -> str:
-    """Why what ``processes`` processes of ``threads`` threads hold could slow the oracle ('' when it cannot)."""
+def too_many(held: dict[str, int], processes: int, threads: int = 0, traced: int = 0) -> str:
+    """Why what ``processes`` processes of ``threads`` threads (``traced`` of them in a ptrace stop) hold could slow the
+    oracle ('' when it cannot)."""
     timers = held["POSIX timers"] + held["armed timerfds"]
     if processes > MAX_PROCESSES:
         return f"it has {processes} processes, each of which may hold a timer (at most {MAX_PROCESSES})"
@@ -143,10 +164,17 @@ def too_many(held: dict[str, int], processes: int, threads: int = 0) -> str:
     if timers > MAX_TIMERS:
         return (f"it holds {held['POSIX timers']} POSIX timer(s) and {held['armed timerfds']} armed timerfd(s), "
                 f"which fire while it is stopped (at most {MAX_TIMERS})")
+    if traced:
+        return (f"{traced} of its threads are in a ptrace stop, which SIGCONT does not end: its timers could send it "
+                f"stop and continue signals in turn, each walking its queue of pending signals")
+    if held.get("queued signals", 0) > MAX_QUEUED_SIGNALS:
+        return (f"{held['queued signals']} signals are queued to its user, which every stop or continue signal walks "
+                f"in the timer's interrupt (at most {MAX_QUEUED_SIGNALS})")
     return ""
 
 
 def could_slow(times: dict) -> str:
     """``too_many`` for the processes of a ``runners.stopped.cpu_times`` snapshot."""
     pids = {pid for pid, _, _ in times}
-    return too_many(held_timers(pids), len(pids), len(times))
+    traced = sum(1 for state, *_ in times.values() if state == b"t")
+    return too_many(held_timers(pids), len(pids), len(times), traced)

@@ -61,15 +61,23 @@ _PR_SET_PDEATHSIG, _PR_SET_DUMPABLE = 1, 4
 # the limit inherited from the judge (20000 on the CI machine, often 1048576 in a container) let 20000 stall the core
 # beside a stopped holder for 3-4 ms (tests/test_judge_attacks_round30.py)
 CANDIDATE_OPEN_FILES = 1024
+# Signals queued to a candidate's processes (RLIMIT_SIGPENDING, counted over its user's): a stop signal sent to a
+# process with SIGCONT pending walks its whole queue inside the sending timer's interrupt; the limit inherited from the
+# judge (96362 on the CI machine, about 500000 on a host of 128 GiB) let one walk take 1-2 ms
+# (tests/test_judge_attacks_round31.py). A worker keeps a handful queued; POSIX timers count here too (one entry each),
+# well within it at armed.MAX_TIMERS
+CANDIDATE_PENDING_SIGNALS = 256
 
 
 def _child_setup(address_space: int | None = None, candidate: bool = False, tasks: int | None = None) -> None:
     """In the child, before exec: die with kernelsmith, and stay within the backend's memory limit (the worker
     makes itself non-dumpable after exec, which resets that flag); a candidate's, without the calls whose requests
     outlive every listing (runners/syscalls.py), with at most ``CANDIDATE_OPEN_FILES`` open files (which also bound
-    those its user may keep in flight), and, behind the uid wall, with at most ``tasks`` processes and threads
-    of its user (``RLIMIT_NPROC``: the judge refuses past ``armed.MAX_THREADS`` with a reason; this keeps a candidate
-    from making tens of thousands that every scan of the judge and every signal then walks)."""
+    those its user may keep in flight), with at most ``CANDIDATE_PENDING_SIGNALS`` signals queued to its user's
+    processes (a stop signal walks the whole queue in the interrupt that sends it, round 31), and, behind the uid
+    wall, with at most ``tasks`` processes and threads of its user (``RLIMIT_NPROC``: the judge refuses past
+    ``armed.MAX_THREADS`` with a reason; this keeps a candidate from making tens of thousands that every scan of the
+    judge and every signal then walks)."""
     if _LIBC is not None:
         _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     if address_space is not None:
@@ -80,6 +88,10 @@ def _child_setup(address_space: int | None = None, candidate: bool = False, task
         hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
         files = CANDIDATE_OPEN_FILES if hard == resource.RLIM_INFINITY else min(CANDIDATE_OPEN_FILES, hard)
         resource.setrlimit(resource.RLIMIT_NOFILE, (files, files))
+        pending = resource.getrlimit(resource.RLIMIT_SIGPENDING)[1]
+        pending = CANDIDATE_PENDING_SIGNALS if pending == resource.RLIM_INFINITY else min(CANDIDATE_PENDING_SIGNALS,
+                                                                                            pending)
+        resource.setrlimit(resource.RLIMIT_SIGPENDING, (pending, pending))
         syscalls.install()
 
 

@@ -16,6 +16,11 @@ the kernel while the candidate is stopped, where no listing of its processes sho
 - New namespaces (``unshare``, ``setns``, a ``clone`` with a ``CLONE_NEW*`` flag; ``clone3``, whose flags a filter
   cannot read, gets ENOSYS and glibc falls back to ``clone``): in a user and network namespace of its own a worker
   holds CAP_NET_ADMIN there, and a shaped queue on its loopback sends from its own watchdog timer (round 28's B).
+- ``ptrace`` (EPERM): a process in a ptrace stop is not woken by SIGCONT, so a traced holder's POSIX timers could send
+  it SIGCONT and SIGSTOP in turn, each finding the other pending and walking its whole queue of pending signals inside
+  the timer's interrupt, with every listing clean (round 31: 16 timers over 90000 queued signals cost the core beside
+  it 24-32 ms of 200, a forged 2.0x credited 2.01-2.05x in two runs of eight). No kernel's worker traces anything;
+  the queue itself is bounded by ``RLIMIT_SIGPENDING`` (runners/processes.py).
 
 A seccomp filter, installed in the candidate's process before it runs any code (``install``, from the judge's
 ``preexec_fn``) and inherited by every process it starts, answers the interfaces with ENOSYS, which a library meets as
@@ -37,9 +42,9 @@ import struct
 
 _ARCH = {  # the audit arch; the calls' numbers: answered ENOSYS, answered EPERM; clone; socket
     "x86_64": (0xC000003E, {"io_setup": 206, "io_submit": 209, "io_uring_setup": 425, "epoll_create": 213,
-                            "epoll_create1": 291, "clone3": 435}, {"unshare": 272, "setns": 308}, 56, 41),
+                            "epoll_create1": 291, "clone3": 435}, {"unshare": 272, "setns": 308, "ptrace": 101}, 56, 41),
     "aarch64": (0xC00000B7, {"io_setup": 0, "io_submit": 2, "io_uring_setup": 425, "epoll_create1": 20,
-                             "clone3": 435}, {"unshare": 97, "setns": 268}, 220, 198),
+                             "clone3": 435}, {"unshare": 97, "setns": 268, "ptrace": 117}, 220, 198),
 }.get(os.uname().machine)
 _LOCAL_FAMILIES = (1, 16)  # AF_UNIX, AF_NETLINK: the only socket families the worker may make
 _NEW_NAMESPACES = 0x7E020000  # CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET

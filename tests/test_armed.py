@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from runners.armed import MAX_PROCESSES, MAX_TIMERS, could_slow, held_timers, too_many
+from runners.armed import MAX_PROCESSES, MAX_QUEUED_SIGNALS, MAX_TIMERS, could_slow, held_timers, too_many
 from runners.stopped import cpu_times
 
 # a process holding N one-shot POSIX timers armed a minute ahead (SIGURG: ignored), and, when asked, an io_uring
@@ -54,7 +54,9 @@ def _held(timers: int, ring: bool = False) -> tuple[dict, str]:
 
 def test_a_worker_holding_no_timers_could_slow_nothing():
     held, why = _held(0)
+    queued = held.pop("queued signals")  # its user's, every process of it (the judge's too, in same-user mode)
     assert held == {"POSIX timers": 0, "armed timerfds": 0, "io_uring instances": 0, "aio contexts": 0} and why == ""
+    assert 0 <= queued <= MAX_QUEUED_SIGNALS
 
 
 def test_a_worker_holding_many_timers_is_named():

@@ -132,8 +132,14 @@ def _seen(evs: list[dict]) -> str:
 
 
 def _flooded(ev: dict) -> bool:
-    """Some counted oracle round (the first is left out) saw the flood: 15 interrupts a ms or more machine-wide."""
-    return any((q.get("irq") or 0.0) >= 15.0 for part in ev["parts"] or [] for q in (part or [])[1:])
+    """The counted oracle rounds (the first is left out) saw the flood: 15 interrupts a ms or more machine-wide, at
+    their median, as the judge's rule reads them (runners/interrupts.py ``storm``). One round's spike alone is the
+    host's (a CI simulation and a quiet run of this file each saw 18 a ms in one round of three with 900 timers, which
+    cannot flood), and the clock's upper median over the rounds already holds a single slowed round."""
+    import statistics
+
+    return any(statistics.median([q.get("irq") or 0.0 for q in part[1:]]) >= 15.0
+               for part in ev["parts"] or [] if part and len(part) > 1)
 
 
 # ---- A. timerfds in a thread's own file table -----------------------------------------------------------------------

@@ -270,7 +270,7 @@ def test_a_prime_an_interval_timer_and_a_signalfd_stall_the_core_with_no_timer_l
     close A)."""
     got = _stopped_fan("itimer", 0, 150_000)
     assert got["ran_since"] == [] and got["could_slow"] == "", got
-    assert not any(got["held"].values()), got
+    assert not any(v for k, v in got["held"].items() if k != "queued signals"), got  # the user's queue: ambient
     assert got["lost_ms"] > 6.0, got
 
 

@@ -176,7 +176,7 @@ def _stopped_flight(n: int, bursts: int, uid: int | None, preexec=syscalls.insta
 def _clean(seen: dict) -> bool:
     """Every check the judge makes at the held stop, and the interrupt rule, read nothing."""
     return (seen["left"] == [] and seen["ran"] == [] and seen["could_slow"] == ""
-            and not any(seen["held"].values())
+            and not any(v for k, v in seen["held"].items() if k != "queued signals")  # the user's: ambient
             and (seen["irq_ms"] is None or seen["irq_ms"] < machine_irqs.FLOOR_PER_MS))
 
 

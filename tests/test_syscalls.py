@@ -30,7 +30,8 @@ seen = {"io_setup": call(206, 16, ctypes.byref(ctx)), "io_uring_setup": call(425
         "x32 io_setup": call(206 | 0x40000000, 16, ctypes.byref(ctx)),
         "epoll_create1": call(291, 0), "epoll_create": call(213, 8),
         "clone3": call(435, 0, 0),  # no arguments: EFAULT/EINVAL where it is allowed, ENOSYS where it is not
-        "setns": call(308, -1, 0)}  # a bad descriptor: EBADF where it is allowed
+        "setns": call(308, -1, 0),  # a bad descriptor: EBADF where it is allowed
+        "ptrace": call(101, 7, os.getpid(), 0, 0)}  # PTRACE_CONT of itself, not traced: ESRCH where it is allowed
 for name, family, kind in [("inet", 2, 1), ("inet6", 10, 2), ("packet", 17, 3), ("vsock", 40, 1),
                            ("unix", 1, 1), ("netlink", 16, 3)]:
     seen["socket " + name] = call(41, family, kind, 0)
@@ -56,10 +57,11 @@ def test_the_filter_answers_the_calls_that_keep_work_armed_in_the_process_and_it
 
     got = json.loads(subprocess.run([sys.executable, "-c", _CALLS, "filtered"], preexec_fn=syscalls.install,
                                     capture_output=True, text=True, check=True).stdout)
-    # no aio, io_uring, x32 call or epoll; no namespace; sockets of the unix and netlink families only; threads,
+    # no aio, io_uring, x32 call or epoll; no namespace; no ptrace; sockets of the unix and netlink families only; threads,
     # subprocesses and forks still work (glibc falls back from clone3 to clone), and a child is filtered too
     assert got == {"io_setup": "ENOSYS", "io_uring_setup": "ENOSYS", "x32 io_setup": "ENOSYS",
                    "epoll_create1": "ENOSYS", "epoll_create": "ENOSYS", "clone3": "ENOSYS", "setns": "EPERM",
+                   "ptrace": "EPERM",
                    "socket inet": "EACCES", "socket inet6": "EACCES", "socket packet": "EACCES",
                    "socket vsock": "EACCES", "socket unix": "ok", "socket netlink": "ok",
                    "unshare user+net": "EPERM", "clone net": "EPERM", "thread": "ok", "subprocess": "ok",
@@ -68,6 +70,7 @@ def test_the_filter_answers_the_calls_that_keep_work_armed_in_the_process_and_it
                                      check=True).stdout)
     assert free["io_setup"] == "ok" and free["epoll_create1"] == "ok" and free["socket inet"] == "ok", free
     assert free["clone3"] != "ENOSYS" and free["setns"] == "EBADF" and free["child"] == "allowed", free  # without it
+    assert free["ptrace"] == "ESRCH", free
 
 
 def _status(pid: int) -> dict:
