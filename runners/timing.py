@@ -82,6 +82,8 @@ class SlotTimer:
                 self.outputs[k] = self.fn(**self.slots[k])
         torch.cuda.current_stream().wait_stream(stream)
         torch.cuda.synchronize()
+        retire_first_graph()  # and again before each timed capture: a candidate that reset its context at import
+        # (cudaDeviceReset) would otherwise make its first graph anew, if the state is the context's (round 32's C)
         graph = torch.cuda.CUDAGraph()
         try:
             with torch.cuda.graph(graph):
