@@ -16,7 +16,8 @@
 #   hold:  each bank kept and sampled again later, in HOLD_PROCS fresh processes (placement_gpu.py HOLD=1)
 #   between: one event between two samplings of one bank, per EVENTS, each in a fresh process (placement_gpu.py HOLD=2)
 #   a:     (a) on KERNELS (all) with RUNS (3) fresh evaluators.
-# Next session: 1. STEP=profile,a RUNS=5 (the checkpoints' fill on the device; the clock's T=1 credit)  2. STEP=dshort D_S=220 CANDIDATES=4  3. STEP=tests TESTS=tests/test_gpu_attacks.py
+# Next session: 1. STEP=gpu (the first-graph test; ptrace, CLONE_PARENT and RLIMIT_SIGPENDING under CUDA)  2. STEP=tests TESTS="tests/test_syscalls.py tests/test_judge_attacks_round32.py" K="syscalls or gpu"
+#   3. STEP=profile,a RUNS=5 (the checkpoints' fill on the device; the clock's T=1 credit)  4. STEP=dshort D_S=220 CANDIDATES=4  5. tests/test_gpu_attacks.py
 source "$(dirname "$0")/device_setup.sh"
 for step in ${STEP//,/ }; do
 case "$step" in
