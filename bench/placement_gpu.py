@@ -36,6 +36,7 @@ from runners.processes import materialize, read_baseline
 from runners.protocol import Protocol
 from runners.sample_stats import spread
 from runners.task import read_task
+from runners.timing import tiny_graph
 from runners.worker import Server
 
 PREPS = int(os.environ.get("PREPS", "8"))
@@ -54,6 +55,16 @@ def _worker(bundle: Path, package: str) -> Server:
     return w
 
 
+def _setup() -> tuple:
+    """RMSNorm's bundle, its task, the protocol, and a judge's clock for its slot count only (as the judge sizes a
+    case's bank)."""
+    bundle = bundle_for("rms_norm")
+    spec = read_task(bundle)
+    clock = TimingSteps.__new__(TimingSteps)
+    clock.spec = spec
+    return bundle, spec, Protocol(), clock
+
+
 def _samples(w: Server, per_call: float, count: int, p: Protocol) -> list[float]:
     replays = max(1, int(p.sample_us / (max(per_call, 0.5) * count)) + 1)
     return [w.sample({"replays": replays, "lead_cycles": p.sample_lead_cycles})["us"] for _ in range(SAMPLES)]
@@ -61,11 +72,7 @@ def _samples(w: Server, per_call: float, count: int, p: Protocol) -> list[float]
 
 def hold(out: str) -> None:
     """Each preparation's bank kept, then sampled again in order and in reverse (module docstring)."""
-    bundle = bundle_for("rms_norm")
-    spec = read_task(bundle)
-    p = Protocol()
-    clock = TimingSteps.__new__(TimingSteps)
-    clock.spec = spec
+    bundle, spec, p, clock = _setup()
     w = _worker(bundle, "ks_baseline")
     rows = []
     for case in [c for c in spec.cases if c.symbols.get("T") == 1][:int(os.environ.get("HOLD_CASES", "2"))]:
@@ -101,32 +108,13 @@ def hold(out: str) -> None:
                    "device": torch.cuda.get_device_name(), "torch": torch.__version__}, f, indent=1)
 
 
-def _tiny_graph() -> tuple:
-    """An unrelated CUDA graph of one small add, captured and replayed once."""
-    x = torch.zeros(16, device="cuda")
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        x.add_(1)
-    torch.cuda.current_stream().wait_stream(side)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        x.add_(1)
-    g.replay()
-    return g, x
-
-
 def between(out: str, what: str) -> None:
     """What ends the first preparation's fast reading (HOLD=2, EVENT=what): its bank sampled, then one event, then
     the same bank sampled again. sleep: two seconds idle; graph: an unrelated tiny CUDA graph captured and replayed;
     alloc: 64 MiB allocated and written; bank: a second slot bank made (no graph); prep: a second timer prepared;
     graphdel: a tiny graph made, replayed and destroyed; early: a tiny graph made and destroyed before the first timer;
     ballast: a tiny graph made before the first timer and kept."""
-    bundle = bundle_for("rms_norm")
-    spec = read_task(bundle)
-    p = Protocol()
-    clock = TimingSteps.__new__(TimingSteps)
-    clock.spec = spec
+    bundle, spec, p, clock = _setup()
     w = _worker(bundle, "ks_baseline")
     case = [c for c in spec.cases if c.symbols.get("T") == 1][0]
     count = clock._slot_count(case, p.slot_us, p.slot_bytes, p.max_slots)
@@ -135,9 +123,9 @@ def between(out: str, what: str) -> None:
         return {"args": [dataclasses.asdict(a) for a in spec.args], "case": dataclasses.asdict(case),
                 "count": count, "seed": seed, "which": "sample"}
 
-    kept = [_tiny_graph()] if what == "ballast" else []  # a tiny graph alive from before the timer's
+    kept = [tiny_graph()] if what == "ballast" else []  # a tiny graph alive from before the timer's
     if what == "early":  # a tiny graph made and destroyed before the timer's: is it the process's history?
-        g = _tiny_graph()
+        g = tiny_graph()
         del g
         torch.cuda.synchronize()
         torch.cuda.empty_cache()
@@ -146,10 +134,10 @@ def between(out: str, what: str) -> None:
     if what == "sleep":
         time.sleep(2.0)
     elif what == "graph":
-        kept.append(_tiny_graph())
+        kept.append(tiny_graph())
     elif what == "graphdel":  # made, replayed and destroyed: does the state last after the second graph is gone?
         del kept[:]
-        g = _tiny_graph()
+        g = tiny_graph()
         del g
         torch.cuda.synchronize()
         torch.cuda.empty_cache()
@@ -172,11 +160,7 @@ def between(out: str, what: str) -> None:
 
 
 def main(out: str) -> None:
-    bundle = bundle_for("rms_norm")
-    spec = read_task(bundle)
-    p = Protocol()
-    clock = TimingSteps.__new__(TimingSteps)  # only its slot count, as the judge sizes a case's bank
-    clock.spec = spec
+    bundle, spec, p, clock = _setup()
     rows = []
     workers = {"oracle": _worker(bundle, "ks_baseline"), "copy": _worker(bundle, "ks_candidate")}
     for case in [c for c in spec.cases if c.symbols.get("T") == 1]:

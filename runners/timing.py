@@ -26,9 +26,17 @@ def retire_first_graph() -> None:
     On the H200 (driver 580, torch 2.11) the first CUDA graph a process makes replays RMSNorm's T=1 calls at 1.44 us
     each, and every graph made after it (the first one included, from then on) at 1.62 us: 12 % apart, for the
     process's whole life, whatever the later graph holds (bench/placement_gpu.py HOLD=2; session 22). A worker whose
-    samples came from the process's first graph was faster than its twin, the bimodal offset of part (a). Every worker
-    calls this before it imports the module it runs, so both sides and the judge's window time graphs of one kind, and
-    a candidate cannot take the first graph for itself."""
+    samples came from the process's first graph was faster than its twin, the bimodal offset of part (a).
+    ``SlotTimer.prepare`` calls this right before each timed capture, so both sides and the judge's window time graphs
+    of one kind, whatever the module did before (its own graphs at import, or a reset of its CUDA context, after which
+    a first graph might be the context's: round 32), and a candidate cannot make a timed graph a first one."""
+    graph, x = tiny_graph()
+    torch.cuda.synchronize()
+    del graph, x
+
+
+def tiny_graph() -> tuple[torch.cuda.CUDAGraph, torch.Tensor]:
+    """A CUDA graph of one small add (warmed up on a side stream, captured, replayed once) and its tensor."""
     x = torch.zeros(16, device="cuda")
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
@@ -39,8 +47,7 @@ def retire_first_graph() -> None:
     with torch.cuda.graph(graph):
         x.add_(1)
     graph.replay()
-    torch.cuda.synchronize()
-    del graph, x
+    return graph, x
 
 
 def _warm_up_slots(slots: list[dict]) -> list[int]:
@@ -82,8 +89,7 @@ class SlotTimer:
                 self.outputs[k] = self.fn(**self.slots[k])
         torch.cuda.current_stream().wait_stream(stream)
         torch.cuda.synchronize()
-        retire_first_graph()  # and again before each timed capture: a candidate that reset its context at import
-        # (cudaDeviceReset) would otherwise make its first graph anew, if the state is the context's (round 32's C)
+        retire_first_graph()  # no timed graph is a process's (or a context's) first
         graph = torch.cuda.CUDAGraph()
         try:
             with torch.cuda.graph(graph):

@@ -32,7 +32,7 @@ from .openings import open_slots
 from .task import ArgSpec, Case
 from .checkpoints import Checkpoints
 from .commitments import commitments
-from .timing import SlotTimer, copy_bandwidth_gbs, device_kernels, host_overhead_us, retire_first_graph
+from .timing import SlotTimer, copy_bandwidth_gbs, device_kernels, host_overhead_us
 from .wire import Channel, decode_value, encode_value, read_tensor
 
 MAX_SPIN_S = 0.05  # the longest a worker polls for a request it was told comes next (``spin_next``)
@@ -92,7 +92,6 @@ class Server:
         self.package = name.split(".")[0]
         if self.device == "cuda":
             torch.cuda.init()
-            retire_first_graph()  # before any module of the bundle's: no timed graph is the process's first
         if req.get("interpret"):  # a stand-in driver and list grids: what the CPU interpreter lacks (nothing on a GPU)
             interpreter_shims.install()
         launches.install()

@@ -147,7 +147,7 @@ def test_the_profile_matches_same_named_kernels_to_their_launches(tmp_path):
 def test_no_timed_graph_is_the_process_first(tmp_path):
     """The first CUDA graph a process makes replayed RMSNorm's T=1 calls 12 % faster on the H200 until the process
     made a second one (session 22: 1.44 against 1.62 us, for the process's life): a worker that timed its first graph
-    beat its twin. A worker retires one graph before it imports the bundle (runners/timing.py retire_first_graph), so
+    beat its twin. A worker retires one graph before each timed capture (runners/timing.py retire_first_graph), so
     a timer's samples read the same before and after another graph is made. bench/placement_gpu.py, HOLD=2: a fresh
     process, one bank sampled, a tiny unrelated graph captured, the same bank sampled again."""
     import json

@@ -57,7 +57,7 @@ import time
 import pytest
 from conftest import CHEATS
 from test_judge_attacks_round24 import _credited, _stub
-from test_judge_attacks_round28 import LINUX_X86
+from test_judge_attacks_round28 import LINUX_X86, _seen
 from test_judge_attacks_round30 import UID, _gaps, _needs_root
 
 from runners import interrupts as machine_irqs
@@ -282,13 +282,6 @@ def runs(rms_bundle, tmp_path_factory) -> list[dict]:
     return _timed_judge(rms_bundle, tmp_path_factory.mktemp("round31"),
                         [(_source(QUEUED), "verify", 81 + k, NUMBERS) for k in range(RUNS)]
                         + [(_source(0), "verify", 91, NUMBERS)], SYMBOLS, one_thread=True)
-
-
-def _seen(evs: list[dict]) -> str:
-    return "; ".join(f"{ev['stage']} ok={ev['ok']} speedups {ev['speedups']} judge ratios {ev['judge_ratios']} walls "
-                     f"(ms, oracle then candidate) {ev['window_ms']} irq/ms (oracle) "
-                     f"{[[q.get('irq') for q in p or []] for p in ev['parts'] or []]} {ev['messages']} "
-                     f"{ev['error'][:300]}" for ev in evs)
 
 
 def _slowed(ev: dict, by_ms: float = 10.0) -> list[float]:

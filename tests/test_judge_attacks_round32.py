@@ -38,7 +38,7 @@ C. **The first graph, and a fresh context** (GPU prediction, not run; ``test_c_g
    than the clock sees, inside the clock's tolerance only in part (the credit is held to the clock's view, so at most
    the clock's 5 % tolerance is gained; no credit past 1.25x from this alone). torch's pooled streams belong to the
    old context, so the worker may fail ("harness" stage, or a cuda-events fallback). Done either way:
-   runners/timing.py ``SlotTimer.prepare`` retires a graph right before each timed capture (not only at load), so no
+   runners/timing.py ``SlotTimer.prepare`` retires a graph right before each timed capture (no longer at load), so no
    timed graph is a context's first whatever the module did to the context. ``test_c_gpu_...`` runs the reset copy on
    the GPU (not yet run on the H200).
 
