@@ -15,6 +15,7 @@
 #   placement: RMSNorm's T=1 samples over fresh slot banks in one process, two modules (bench/placement_gpu.py)
 #   hold:  each bank kept and sampled again later, in HOLD_PROCS fresh processes (placement_gpu.py HOLD=1)
 #   between: one event between two samplings of one bank, per EVENTS, each in a fresh process (placement_gpu.py HOLD=2)
+#   gap:   where an honest candidate's window is longer than the oracle's, part by part (bench/clock_gap_gpu.py GAP)
 #   a:     (a) on KERNELS (all) with RUNS (3) fresh evaluators.
 # Next session: 1. STEP=gpu (the first-graph test; ptrace, CLONE_PARENT and RLIMIT_SIGPENDING under CUDA)  2. STEP=tests TESTS="tests/test_syscalls.py tests/test_judge_attacks_round32.py" K="syscalls or gpu"
 #   3. STEP=profile,a RUNS=5 (the checkpoints' fill on the device; the clock's T=1 credit)  4. STEP=dshort D_S=220 CANDIDATES=4  5. tests/test_gpu_attacks.py
@@ -73,6 +74,10 @@ all(d['checks'].values()), [k for k, v in d['checks'].items() if not v])" "$OUT/
     DIAG_SHAPES='[{"M": 512, "N": 4096}, {"M": 8192, "N": 4096}]' timeout "${NOISE_S:-400}" python3 bench/judge_diag.py \
       layer_norm "${NOISE_VARIANTS:-rounds10,rounds10-loud}" > "$OUT/noise.txt" 2>&1
     echo "noise rc=$?"; cut -c1-200 "$OUT/noise.txt" | tail -10
+    ;;
+  gap)  # the candidate's window parts less the oracle's, baseline against itself, T=1 (bench/clock_gap_gpu.py)
+    timeout "${GAP_S:-300}" python3 bench/clock_gap_gpu.py "$OUT/clock-gap.json" "${GAP:-default,default,lead3ms}" \
+      > "$OUT/clock-gap.txt" 2>&1; echo "gap rc=$?"; cut -c1-330 "$OUT/clock-gap.txt" | tail -24
     ;;
   profile)  # each host step of the window's fill and commitment, round after round (bench/window_profile_gpu.py)
     timeout "${PROFILE_S:-200}" python3 bench/window_profile_gpu.py "${PROFILE_ROUNDS:-10}" > "$OUT/window-profile.txt" 2>&1

@@ -361,9 +361,9 @@ class TimingSteps(WindowChecks, Alone):
 
 def _parts(reply: dict) -> dict:
     """A window reply's parts in ms: device (pass, fill, commit, lead, by its events) and host (lead to commitment;
-    queue: the host's time to queue the fill)."""
+    queue: the host's time to queue the fill; replay: to launch the pass)."""
     parts = {}
-    for part in ("pass", "fill", "commit", "lead", "host", "queue"):
+    for part in ("pass", "fill", "commit", "lead", "host", "queue", "replay"):
         try:
             parts[part] = round(float(reply.get(f"{part}_us", 0.0)) / 1000, 4)
         except (TypeError, ValueError):  # the candidate's are its own to write
