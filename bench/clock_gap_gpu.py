@@ -29,7 +29,10 @@ T1 = [{"T": 1, "H": 4096}, {"T": 1, "H": 4096, "residual": True}]
 VARIANTS = {"default": ({}, None), "lead3ms": ({"window_lead_cycles": 6_000_000}, 1000),
             # the candidate's worker without its system-call filter, or without the uid wall: which of the sandbox's
             # parts, if any, its extra comes from (a measurement only: the product never turns them off)
-            "noseccomp": ({}, None), "nouid": ({}, None)}
+            "noseccomp": ({}, None), "nouid": ({}, None),
+            # the judge polling for the window's reply (a core kept busy) or sleeping on the pipe; and the judge on a
+            # core of its own, the workers on the others (is a worker slowed by the core it shares with the judge?)
+            "nospin": ({}, None), "pinned": ({}, None)}
 PARTS = ("host", "queue", "fill", "pass", "commit", "lead", "replay")
 
 
@@ -54,6 +57,15 @@ def gaps(case) -> dict:
             "resolved": verdict.resolved}
 
 
+def parse_cpus(text: str) -> list[int]:
+    """'0,8' or '0-1' (a sysfs CPU list) as numbers."""
+    out = []
+    for part in text.strip().split(","):
+        low, _, high = part.partition("-")
+        out.extend(range(int(low), int(high or low) + 1))
+    return out
+
+
 def main() -> None:
     out = Path(sys.argv[1])
     names = sys.argv[2].split(",") if len(sys.argv) > 2 else ["default", "default", "lead3ms"]
@@ -63,6 +75,15 @@ def main() -> None:
     rows = []
     per_slot = judge_clock.LEAD_CYCLES_PER_SLOT
     install, isolation = processes.syscalls.install, os.environ.get("KS_ISOLATION", "uid")
+    spin, init, every_cpu = judge_clock.WINDOW_SPIN_S, processes.WorkerProcess.__init__, os.sched_getaffinity(0)
+    first = min(every_cpu)
+    siblings = Path(f"/sys/devices/system/cpu/cpu{first}/topology/thread_siblings_list")
+    judge_cpus = set(parse_cpus(siblings.read_text())) if siblings.exists() else {first}
+    print("cpus", sorted(every_cpu), "judge's when pinned", sorted(judge_cpus), flush=True)
+
+    def pinned_init(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        os.sched_setaffinity(self.proc.pid, every_cpu - judge_cpus)
     for name in names:
         fields, lead_per_slot = VARIANTS[name]
         protocol = dataclasses.replace(Protocol(), **fields)
@@ -70,6 +91,9 @@ def main() -> None:
         judge_clock.LEAD_CYCLES_PER_SLOT = lead_per_slot or per_slot
         processes.syscalls.install = (lambda: False) if name == "noseccomp" else install
         os.environ["KS_ISOLATION"] = "off" if name == "nouid" else isolation
+        judge_clock.WINDOW_SPIN_S = 0.0 if name == "nospin" else spin
+        processes.WorkerProcess.__init__ = pinned_init if name == "pinned" else init
+        os.sched_setaffinity(0, judge_cpus if name == "pinned" else every_cpu)
         backend = os.environ.get("BACKEND", "triton")
         with Evaluator(bundle, backend, timeout=600, trials=1, spare=False, protocol=protocol) as ev:
             print(name, "isolation:", ev.isolation.describe, flush=True)

@@ -17,8 +17,8 @@
 #   between: one event between two samplings of one bank, per EVENTS, each in a fresh process (placement_gpu.py HOLD=2)
 #   gap:   where an honest candidate's window is longer than the oracle's, part by part (bench/clock_gap_gpu.py GAP)
 #   a:     (a) on KERNELS (all) with RUNS (3) fresh evaluators.
-# Next session: 1. STEP=gpu (the first-graph test; ptrace, CLONE_PARENT and RLIMIT_SIGPENDING under CUDA)  2. STEP=tests TESTS="tests/test_syscalls.py tests/test_judge_attacks_round32.py" K="syscalls or gpu"
-#   3. STEP=profile,a RUNS=5 (the checkpoints' fill on the device; the clock's T=1 credit)  4. STEP=dshort D_S=220 CANDIDATES=4  5. tests/test_gpu_attacks.py
+# Next session: 1. STEP=a RUNS=5 A_S=560 (part (a) with the pass in graphs of 256)  2. STEP=tests TESTS=tests/test_gpu_attacks.py
+#   3. STEP=tests TESTS="tests/test_syscalls.py tests/test_judge_attacks_round32.py" K="syscalls or gpu"  4. STEP=dshort D_S=220 CANDIDATES=4
 source "$(dirname "$0")/device_setup.sh"
 for step in ${STEP//,/ }; do
 case "$step" in
@@ -76,6 +76,8 @@ all(d['checks'].values()), [k for k, v in d['checks'].items() if not v])" "$OUT/
     echo "noise rc=$?"; cut -c1-200 "$OUT/noise.txt" | tail -10
     ;;
   gap)  # the candidate's window parts less the oracle's, baseline against itself, T=1 (bench/clock_gap_gpu.py)
+    { lscpu | grep -E "^(CPU\(s\)|Thread|Core|Socket|NUMA)"; nvidia-smi topo -m 2>&1 | head -4; } > "$OUT/topology.txt" 2>&1
+    cat "$OUT/topology.txt"
     timeout "${GAP_S:-300}" python3 bench/clock_gap_gpu.py "$OUT/clock-gap.json" "${GAP:-default,default,lead3ms}" \
       > "$OUT/clock-gap.txt" 2>&1; echo "gap rc=$?"; cut -c1-330 "$OUT/clock-gap.txt" | tail -24
     ;;
