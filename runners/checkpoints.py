@@ -5,8 +5,8 @@ ended. Work moved across calls is right by then and is no speedup any caller get
 tests/test_judge_attacks_round4.py): a call that returns before its outputs are written and leaves them to a later
 call's launch (work deferred), or one that computes the next calls' outputs from their inputs, which already lie in
 their slots (work done ahead). At a few boundaries of the pass, drawn by the judge in secret (``at``: right after
-call k), the worker's pass does two things of the judge's, in stream order with the calls (captured in the same
-graph):
+call k), and at both sides of every boundary between the pass's graphs (``graph_edges``), the worker's pass does two
+things of the judge's, in stream order with the calls (captured with them):
 
 - a **trace**: ``elements`` values of each tensor output of call k (the first ``MAX_LEAVES`` places of its flattened
   result) at positions drawn from the window's seed, copied out (``torch.take``). The traces are bound by the
@@ -258,13 +258,23 @@ def draw(spec, case, count: int, protocol, seed: int) -> dict:
     values, and the input
     linked into the next call (a list: every floating-point tensor argument the entry does not write; None if none:
     round 16 found a first one of a single element, which every link left as it was)."""
+    from .timing import GRAPH_SLOTS
+
     n = min(count, max(protocol.checkpoint_least, min(protocol.checkpoint_most,
                                                       math.ceil(count * protocol.checkpoint_share))))
     g = torch.Generator().manual_seed(seed)
     links = [a.name for a in active_args(spec.args, case) if a.is_tensor and a.name not in spec.written
              and getattr(torch, a.dtype or case.dtype).is_floating_point]
-    return {"at": sorted(torch.randperm(count, generator=g)[:n].tolist()),
+    return {"at": sorted(set(torch.randperm(count, generator=g)[:n].tolist()) | graph_edges(count, GRAPH_SLOTS)),
             "elements": protocol.checkpoint_elements, "link": links or None}
+
+
+def graph_edges(count: int, per_graph: int) -> set[int]:
+    """The calls on either side of each boundary between a pass's graphs (runners/timing.py ``GRAPH_SLOTS``), checked
+    besides those drawn: the last call of a graph links the next graph's first input, and that call's outputs are
+    traced. A worker that replays its graphs side by side (each in order, so every check inside one holds: the
+    review of session 24) computes the next graph's first call before the link is written, and its trace shows it."""
+    return {k for edge in range(per_graph, count, per_graph) for k in (edge - 1, edge)}
 
 
 def read_traces(reply: dict, decode: Callable) -> tuple[list, list]:

@@ -15,6 +15,7 @@ from runners.corroboration import corroborate
 from runners.inputs import SlotBank
 from runners.protocol import Protocol
 from runners.task import ArgSpec, Case, Tolerance
+from runners.timing import GRAPH_SLOTS
 
 ARGS = [ArgSpec("x", shape=["T", "H"]), ArgSpec("w", shape=["H"]), ArgSpec("ids", shape=["T"], dtype="int64",
                                                                               low=0, high=9)]
@@ -162,7 +163,11 @@ def test_the_judge_draws_checkpoints_in_secret_and_links_a_float_input_the_entry
     assert one["link"] == ["x", "w"] and len(one["at"]) == 13 and one["at"] == sorted(set(one["at"]))
     assert checkpoints.draw(spec, CASE, 100, p, seed=2)["at"] != one["at"]
     assert len(checkpoints.draw(spec, CASE, 3, p, seed=1)["at"]) == 3  # at least four, at most every call
-    assert len(checkpoints.draw(spec, CASE, 8192, p, seed=1)["at"]) == 256  # and at most checkpoint_most
+    many = checkpoints.draw(spec, CASE, 8192, p, seed=1)["at"]  # at most checkpoint_most drawn, and every graph's edges
+    edges = checkpoints.graph_edges(8192, GRAPH_SLOTS)
+    assert len(edges) == 2 * (8192 // GRAPH_SLOTS - 1) and {GRAPH_SLOTS - 1, GRAPH_SLOTS, 8192 - GRAPH_SLOTS} <= edges
+    assert edges <= set(many) and 256 <= len(many) <= 256 + len(edges) and many == sorted(set(many))
+    assert checkpoints.graph_edges(GRAPH_SLOTS, GRAPH_SLOTS) == set()  # one graph: nothing besides the drawn
     spec.written = ["x"]
     assert checkpoints.draw(spec, CASE, 100, p, seed=1)["link"] == ["w"]
     spec.written = ["x", "w"]
