@@ -110,8 +110,8 @@ class Checkpoints:
         self.numels = torch.zeros((n, MAX_LEAVES), dtype=torch.int64)  # per checkpoint and output: its size (host)
         self.positions = torch.zeros((n, MAX_LEAVES, self.m), dtype=torch.int64, device=self.device)
         # the traces of the last pass: per output j, one (checkpoints, elements) buffer of its dtype, made at the
-        # first trace (inside a capture: in the graph's pool), so that a pass allocates nothing and the digest reads
-        # back a few tensors whatever the number of checkpoints
+        # first trace (inside a capture: in the pool the pass's graphs share), so that a pass allocates nothing and
+        # the digest reads back a few tensors whatever the number of checkpoints
         self.buffers: dict[int, torch.Tensor] = {}
         self.seen: set[int] = set()  # places of the result that held a tensor at some checkpoint (the layout's)
         # per linked input (each floating-point input the entry does not write): its name, the places written in the

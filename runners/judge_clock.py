@@ -147,7 +147,8 @@ class TimingSteps(WindowChecks, Alone):
         return self.p.window_quiet and getattr(self, "device", "cuda") == "cuda"
 
     def _window(self, worker, seed: int, key: int, count: int) -> tuple[float, dict]:
-        # The lead covers the host's enqueueing of the pass, which grows with the slots: at a few slots of a large
+        # The lead covers the start of the host's enqueueing (the pass's graphs are launched while the device runs the
+        # ones before, runners/timing.py GRAPH_SLOTS), which grows with the slots: at a few slots of a large
         # call the fill alone keeps the device busy that long, and a fixed lead, never credited
         # (runners/corroboration.py), cost an honest candidate 7-14 % of a 1-2 ms pass (the H200, T=4096)
         lead = min(self.p.window_lead_cycles, LEAD_CYCLES_PER_SLOT * count)

@@ -54,8 +54,8 @@ class Protocol:
     # the slot's commitment (runners/openings.py); about 0.1 s a round for both sides at 1024 (CPU)
     open_slots: int = 1024
     open_chunks: int = 2
-    # device sleep queued before the pass (at most about 0.12 ms at 2 GHz; 30 cycles a slot below that), so that the
-    # request is queued before the device starts on it; never credited to the candidate, who may skip it
+    # device sleep queued before the fill (at most about 0.12 ms at 2 GHz; 30 cycles a slot below that), so that the
+    # fill's first kernels are queued before the device starts on them; never credited to the candidate, who may skip it
     # (runners/corroboration.py corroborate)
     window_lead_cycles: int = 250_000
     # the window's requests without garbage collection on either side, their replies polled for rather than slept

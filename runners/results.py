@@ -43,7 +43,8 @@ class CaseResult:
     judge_ratio: float | None = None  # judge_us / candidate_us: about 1 when the claimed time is honest
     claimed_us: float | None = None  # set when the claim beat the judge's clock: candidate_us is then capped
     window_ms: list[float] | None = None  # the judge's pass wall times: the baseline's rounds, then the candidate's
-    window_parts: list[dict] | None = None  # the oracle's device ms per round: pass, fill, commit, lead (events)
+    window_parts: list[dict] | None = None  # the oracle's ms per round: pass, fill, commit, lead (its events); host,
+    # queue, replay (its host's time for the request, to queue the fill, to launch the pass's graphs)
     window_slots: int | None = None  # the calls (distinct slots) in each pass of the judge's window
     window_claimed_parts: list[dict] | None = None  # the candidate's own account of its rounds (never trusted)
     launched: list[str] = field(default_factory=list)  # Triton kernels the candidate launched (module:name)

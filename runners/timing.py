@@ -1,10 +1,11 @@
 """Device timing inside a worker, over rotating input/output sets ("slots").
 
-One CUDA graph captures one call per slot, each slot with its own input tensors (and its own outputs, kept
-in the graph's pool). A sample is the device time of ``replays`` back-to-back replays, read with CUDA
-events, divided by the calls made. Host-side Python of the wrapper cannot leak into graph replay (event
-timing around a Python call reported fake 10-20x "speedups" at decode shapes on the H200); a wrapper that
-cannot be captured (it synchronises) falls back to events around direct calls, and says so.
+CUDA graphs capture one call per slot, each slot with its own input tensors (and its own outputs, kept in the
+graphs' shared pool), ``GRAPH_SLOTS`` calls a graph, replayed in slot order. A sample is the device time of
+``replays`` back-to-back replays of them all, read with CUDA events, divided by the calls made. Host-side Python of
+the wrapper cannot leak into graph replay (event timing around a Python call reported fake 10-20x "speedups" at
+decode shapes on the H200); a wrapper that cannot be captured (it synchronises) falls back to events around direct
+calls, and says so.
 
 These numbers are the worker's claims. The judge corroborates them with its own clock over a replay on
 fresh values (``window``), whose outputs it then checks slot by slot (runners/judge.py).
@@ -81,7 +82,7 @@ class SlotTimer:
         self.outputs: list = [None] * len(slots)
         self.graphs: list[torch.cuda.CUDAGraph] = []  # one a run of GRAPH_SLOTS slots, replayed in order
         self.method = "cuda-graph"
-        self.plan: CommitPlan | None = None  # for the graph's outputs, which never change
+        self.plan: CommitPlan | None = None  # for the graphs' outputs, which never change
         self.committed: torch.Tensor | None = None  # the last window's per-slot commitments (on the device)
         self.commit_plan: CommitPlan | None = None  # the plan that made them (its rows, runners/openings.py)
 
@@ -178,7 +179,8 @@ class SlotTimer:
         request's ``key``). Returns the pass's device time, the commitment, and the device time of the lead, the
         fill and the commitment, by this process's events (trusted from the oracle only). The judge times the whole
         request with its own clock: nothing in it does host work per slot. ``lead_cycles`` of device sleep go first,
-        so that the whole request is queued before the device starts on it (no host gaps inside the pass)."""
+        so that the device starts once the host has queued the fill's first kernels; the pass's graphs are launched
+        one after another while the device runs the ones before (``GRAPH_SLOTS``)."""
         events = [torch.cuda.Event(enable_timing=True) for _ in range(5)]
         started = time.perf_counter()  # the request's host time, lead to commitment (``host_us``: where the clock's
         # noise lies, fourteenth session: the oracle's device parts moved by 0.03 ms, its walls by up to 1.5 ms)
@@ -193,7 +195,7 @@ class SlotTimer:
         events[2].record()
         replayed = time.perf_counter()
         self.run(1)
-        replayed = time.perf_counter() - replayed  # the host's time to launch the pass (a graph: one call)
+        replayed = time.perf_counter() - replayed  # the host's time to launch the pass's graphs
         events[3].record()
         root = self.commit(key)
         events[4].record()

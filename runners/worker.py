@@ -194,7 +194,7 @@ class Server:
         return bank
 
     def prepare_timing(self, req: dict) -> dict:
-        """A graph over ``count`` rotating slots for the samples (``window``: over the judge's window slots)."""
+        """Graphs over ``count`` rotating slots for the samples (``window``: over the judge's window slots)."""
         key = req.get("which", "sample") + ("-ref" if req.get("reference") else "")
         if self.timers.pop(key, None) is not None and self.device == "cuda":
             torch.cuda.synchronize()

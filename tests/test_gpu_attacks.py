@@ -42,7 +42,7 @@ REFUSED = [
 # saw it, and nothing where its clock cannot resolve the size). Several of them also compute the residual add
 # in torch and are refused for their own-kernel share at the largest case, after every case was timed.
 NO_CREDIT = ["content_keyed_cache.py", "skips_graph_replays.py", "forges_sample_times.py",
-             "forges_samples_at_decode.py", "derives_window_seed.py"]
+             "forges_samples_at_decode.py", "derives_window_seed.py", "overlaps_graph_replays.py"]
 HONEST_BOUND = 1.10  # the cheats' kernels are the baseline's at best; the clock's tolerance and noise on top
 
 

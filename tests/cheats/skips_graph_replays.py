@@ -1,8 +1,9 @@
 """Cheat: do the work for half the graph replays only. `torch.cuda.CUDAGraph.replay` is replaced through
-`_put = setattr` by a version that runs every other replay (always the first after a capture or a refill,
-so that outputs look fresh), at decode sizes only (where bandwidth cannot give it away): the samples, many
-replays each, claim a 2x speedup. It must be refused at timing: the judge's window is one pass of distinct
-slots timed by the judge's clock, which sees the full work, and the claimed speedup is not corroborated."""
+`_put = setattr` by a version that runs every other replay, at decode sizes only (where bandwidth cannot give it
+away): the samples, many replays each, claim a 2x speedup. Its counter restarts at each call of the entry, so
+after a capture the first replay runs; the window's pass is several graphs (runners/timing.py ``GRAPH_SLOTS``), and
+there every other graph is skipped: half its slots keep the outputs of an earlier pass. It must earn nothing: the
+judge's clock sees what ran, and the slots shown, opened and traced (fresh values each round) are wrong."""
 import torch
 import triton
 import triton.language as tl
