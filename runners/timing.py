@@ -113,6 +113,8 @@ class SlotTimer:
         except Exception:  # noqa: BLE001 - any capture failure means: time direct calls with events
             torch.cuda.synchronize()
             self.graphs, self.method = [], "cuda-events"
+            if self.checks is not None:  # buffers made inside the failed capture were never zeroed: made anew
+                self.checks.buffers.clear()
         torch.cuda.synchronize()
         return self.method
 
