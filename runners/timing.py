@@ -125,13 +125,14 @@ class SlotTimer:
 
     @graph.setter
     def graph(self, value: torch.cuda.CUDAGraph | None) -> None:
+        """None: no capture (the CPU stand-in of tests/test_judge_attacks.py times direct calls so)."""
         self.graphs = [] if value is None else [value]
 
     def _pass(self, start: int = 0, stop: int | None = None) -> list:
         """One call per slot (of ``start:stop``), in slot order, with the judge's checkpoints after the calls it
         drew."""
-        outs = []
-        for k in range(start, min(len(self.slots), len(self.slots) if stop is None else stop)):
+        outs, stop = [], len(self.slots) if stop is None else min(stop, len(self.slots))
+        for k in range(start, stop):
             outs.append(self.fn(**self.slots[k]))
             if self.checks is not None:
                 self.checks.after(k, outs[-1])
