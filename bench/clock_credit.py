@@ -30,15 +30,22 @@ def windows(paths: list[str]):
                         yield kernel, case, row
 
 
-def replay(row: dict, p: Protocol) -> tuple[float, float, float]:
-    """(the clock's ratio of the candidate's pass to the oracle's, the offset of the shortest walls, the movement), ms."""
+def verdict(row: dict, p: Protocol):
+    """``corroborate`` on a recorded window (its walls, the oracle's parts, its slots), claims of parity."""
     walls = [w * 1000 for w in row["window_ms"]]
     half = len(walls) // 2
     parts = row["window_parts"]
     passes = [q["pass"] * 1000 for q in parts]
-    v = corroborate(walls[:half], passes, walls[half:], 1.0, 1.0, p.corroboration_tolerance, p.clock_jitter_us,
-                    [(q["lead"] + q["commit"]) * 1000 for q in parts], row["window_slots"],
-                    [q["lead"] * 1000 for q in parts], [q.get("checks", 0.0) * 1000 for q in parts])
+    return corroborate(walls[:half], passes, walls[half:], 1.0, 1.0, p.corroboration_tolerance, p.clock_jitter_us,
+                       [(q["lead"] + q["commit"]) * 1000 for q in parts], row["window_slots"],
+                       [q["lead"] * 1000 for q in parts], [q.get("checks", 0.0) * 1000 for q in parts])
+
+
+def replay(row: dict, p: Protocol) -> tuple[float, float, float]:
+    """(the clock's ratio of the candidate's pass to the oracle's, the offset of the shortest walls, the movement), ms."""
+    v = verdict(row, p)
+    walls = [w * 1000 for w in row["window_ms"]]
+    half = len(walls) // 2
     wb, wc = walls[1:half], walls[half + 1:]
     return 1 / v.judge_speedup, (min(wc) - min(wb)) / 1000, max(max(wb) - min(wb), max(wc) - min(wc)) / 1000
 

@@ -21,7 +21,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.evaluator import bundle_for  # noqa: E402
 from runners import judge_clock, processes  # noqa: E402
-from runners.corroboration import corroborate, counted  # noqa: E402
+from bench.clock_credit import verdict  # noqa: E402
+from runners.corroboration import counted  # noqa: E402
 from runners.judge import Protocol  # noqa: E402
 from runners.sandbox import Evaluator  # noqa: E402
 
@@ -46,15 +47,12 @@ def gaps(case) -> dict:
         row.update({k: (c.get(k) or 0) - (b.get(k) or 0) for k in PARTS})
         rounds.append(row)
     kept = counted(rounds)
-    verdict = corroborate([w * 1000 for w in walls_b], [b["pass"] * 1000 for b in case.window_parts],
-                          [w * 1000 for w in walls_c], case.baseline_us, case.claimed_us or case.candidate_us, 0.05,
-                          150.0, None, case.window_slots, [b["lead"] * 1000 for b in case.window_parts],
-                          [(b.get("checks") or 0) * 1000 for b in case.window_parts])
+    v = verdict({"window_ms": case.window_ms, "window_parts": case.window_parts, "window_slots": case.window_slots},
+                Protocol())
     return {"median": {k: round(statistics.median(r[k] for r in kept), 4) for k in kept[0]},
             "rounds": rounds, "pass_b": statistics.median(b["pass"] for b in case.window_parts),
             "oracle": case.window_parts, "candidate": case.window_claimed_parts,
-            "clock": round(verdict.judge_speedup, 4), "credit": round(verdict.credit_speedup or 0, 4),
-            "resolved": verdict.resolved}
+            "clock": round(v.judge_speedup, 4), "credit": round(v.credit_speedup or 0, 4), "resolved": v.resolved}
 
 
 def parse_cpus(text: str) -> list[int]:

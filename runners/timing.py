@@ -123,11 +123,6 @@ class SlotTimer:
         """The first of the pass's graphs (None: no capture, direct calls timed with events)."""
         return self.graphs[0] if self.graphs else None
 
-    @graph.setter
-    def graph(self, value: torch.cuda.CUDAGraph | None) -> None:
-        """None: no capture (the CPU stand-in of tests/test_judge_attacks.py times direct calls so)."""
-        self.graphs = [] if value is None else [value]
-
     def _pass(self, start: int = 0, stop: int | None = None) -> list:
         """One call per slot (of ``start:stop``), in slot order, with the judge's checkpoints after the calls it
         drew."""

@@ -63,6 +63,17 @@ def test_a_forged_time_earns_nothing(gpu_attack_evaluator, cheat):
     assert _no_credit(ev), _summary(ev)
 
 
+@pytest.mark.xfail(strict=True, reason=(
+    "round 33: the candidate's worker captures the window's pass in graphs it splits where no checkpoint's link "
+    "crosses (it is handed Checkpoints.at before the capture) and replays them side by side at decode sizes: every "
+    "trace, link and output is the oracle's (tests/test_judge_attacks_round33.py on the CPU). Fix: a link after every "
+    "call, or round 16's flag-gated checkpoint after every call. Not yet run on the H200"))
+def test_graphs_split_between_checkpoints_earn_nothing(gpu_attack_evaluator):
+    ev = _evaluate(gpu_attack_evaluator, "round33_splits_its_graphs_between_checkpoints.py")
+    assert ev.stage not in ("compile", "crashed", "baseline"), _summary(ev)  # the cheat ran
+    assert _no_credit(ev), _summary(ev)
+
+
 @pytest.mark.parametrize("cheat", ["forges_sample_times.py", "derives_window_seed.py", "skips_graph_replays.py"])
 def test_the_search_protocol_credits_no_forged_time(gpu_attack_evaluator, cheat):
     """The screening protocol of the search (shorter samples and window) keeps every check: a forged time earns

@@ -203,7 +203,7 @@ import runners.timing as timing
 def _prepare(self):
     for k, kwargs in enumerate(self.slots):
         self.outputs[k] = self.fn(**kwargs)
-    self.graph, self.method = None, "host-clock"
+    self.graphs, self.method = [], "host-clock"
     return self.method
 
 

@@ -11,8 +11,8 @@ A. **Graph boundaries of the worker's own choosing** (OPEN; xfail). ``graph_edge
    other. Run in any order, or side by side, its traces, links and outputs are the oracle's, bit for bit: the judge's
    edge checks see its own boundaries, not the worker's. Shown here on the CPU at the checkpoints' level (the worker's
    passes as the graphs would run them, the segments in REVERSED order: the strongest form of side by side); the GPU
-   form would be overlaps_graph_replays.py with ``SlotTimer.prepare`` replaced at import to split where no link
-   crosses (not written: no GPU here to run it). The same class as round 16's open xfail: a worker that knows which
+   form is ``tests/cheats/round33_splits_its_graphs_between_checkpoints.py`` (tests/test_gpu_attacks.py, strict
+   xfail; not yet run on the H200). The same class as round 16's open xfail: a worker that knows which
    calls are checked.
    The control (passing): split at ``GRAPH_SLOTS`` as the judge assumes, the same reversal is refused by the edges.
 
@@ -107,8 +107,9 @@ def test_a_graphs_replayed_out_of_order_at_the_judges_boundaries_are_refused(dra
     "has handed it Checkpoints.at: a worker that splits its graphs where no checkpoint's link crosses (b - 1 not in "
     "at) has graphs independent of each other, and replays them side by side (or in any order) with every trace, link "
     "and output the oracle's, bit for bit; on the GPU that is overlaps_graph_replays.py's fake speedup back "
-    "(its prepare replaced to split there; not written, no GPU here). Fix: make the order of every pair of "
-    "neighbouring calls observable, not only at boundaries the judge guesses: a link after EVERY call (a few values "
+    "(tests/cheats/round33_splits_its_graphs_between_checkpoints.py, tests/test_gpu_attacks.py). Fix: make the "
+    "order of every pair of neighbouring calls observable, not only at boundaries the judge guesses: a link after "
+    "EVERY call (a few values "
     "of call k+1's linked input, from the window's seed, written in stream order after call k: m values a call, one "
     "small kernel, its cost measured alone on the oracle and taken off as the checkpoints' is), with traces at the "
     "drawn calls as now; or round 16's flag-gated checkpoint after every call. Then any boundary a worker picks has a "
